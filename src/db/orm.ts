@@ -1,0 +1,38 @@
+// One ORM per process. Migrations are TypeScript files that Node loads with type stripping.
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { defineConfig, MikroORM } from '@mikro-orm/postgresql';
+import { Migrator } from '@mikro-orm/migrations';
+import { entities } from '../domain/entities.ts';
+
+const migrationsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+
+export function ormConfig(clientUrl: string, poolMax = 10) {
+  return defineConfig({
+    clientUrl,
+    entities,
+    extensions: [Migrator],
+    pool: { max: poolMax },
+    // Entities are small and always read whole; identity-map bookkeeping is the only cost.
+    forceUtcTimezone: true,
+    debug: false,
+    migrations: {
+      path: migrationsPath,
+      pathTs: migrationsPath,
+      glob: '!(*.d).ts',
+      emit: 'ts',
+      silent: true,
+      snapshot: false,
+    },
+  });
+}
+
+export type Orm = MikroORM;
+
+export async function openOrm(clientUrl: string, poolMax?: number): Promise<Orm> {
+  return MikroORM.init(ormConfig(clientUrl, poolMax));
+}
+
+export async function migrate(orm: Orm): Promise<void> {
+  await orm.migrator.up();
+}

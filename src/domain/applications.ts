@@ -1,0 +1,70 @@
+// Applications and their tokens: issued and revoked by the CLI, checked on every request.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { ApiToken, Application } from './entities.ts';
+import { isUuid } from './ids.ts';
+import { generateToken, hashSecret, isAbility, parseToken, secretMatches } from './tokens.ts';
+
+export type Principal = { applicationId: string; tokenId: string; abilities: readonly string[] };
+
+export async function createApplication(em: EntityManager, name: string): Promise<Application> {
+  const application = em.create(Application, { name });
+  await em.flush();
+  return application;
+}
+
+export async function listApplications(em: EntityManager): Promise<Application[]> {
+  return em.find(Application, {}, { orderBy: { createdAt: 'asc' } });
+}
+
+export async function findApplication(em: EntityManager, id: string): Promise<Application | null> {
+  return isUuid(id) ? em.findOne(Application, { id }) : null;
+}
+
+export async function createToken(
+  em: EntityManager,
+  input: { applicationId: string; name: string; abilities: string[] },
+): Promise<{ token: ApiToken; plaintext: string }> {
+  const unknown = input.abilities.filter((ability) => !isAbility(ability));
+  if (unknown.length > 0) throw new Error(`Unknown abilities: ${unknown.join(', ')}`);
+  if (input.abilities.length === 0) throw new Error('A token needs at least one ability.');
+  const generated = generateToken();
+  const token = em.create(ApiToken, {
+    applicationId: input.applicationId,
+    name: input.name,
+    publicId: generated.publicId,
+    secretHash: generated.secretHash,
+    abilities: [...new Set(input.abilities)],
+  });
+  await em.flush();
+  return { token, plaintext: generated.plaintext };
+}
+
+export async function listTokens(em: EntityManager, applicationId?: string): Promise<ApiToken[]> {
+  return em.find(ApiToken, applicationId ? { applicationId } : {}, { orderBy: { createdAt: 'asc' } });
+}
+
+/** Returns false when no such token exists. Revoking twice keeps the first revocation time. */
+export async function revokeToken(em: EntityManager, tokenId: string): Promise<boolean> {
+  if (!isUuid(tokenId)) return false;
+  const token = await em.findOne(ApiToken, { id: tokenId });
+  if (!token) return false;
+  token.revokedAt ??= new Date();
+  await em.flush();
+  return true;
+}
+
+// A hash of a random secret, so that an unknown public id costs the same as a wrong secret.
+const decoyHash = hashSecret('decoy');
+
+/**
+ * Resolves a bearer token to its application, or null when it is malformed, unknown, wrong or
+ * revoked. No cache: a revocation takes effect on the very next request.
+ */
+export async function authenticate(em: EntityManager, bearer: string): Promise<Principal | null> {
+  const parts = parseToken(bearer);
+  if (!parts) return null;
+  const token = await em.findOne(ApiToken, { publicId: parts.publicId }, { disableIdentityMap: true });
+  const matches = secretMatches(parts.secret, token?.secretHash ?? decoyHash);
+  if (!token || !matches || token.revokedAt) return null;
+  return { applicationId: token.applicationId, tokenId: token.id, abilities: token.abilities };
+}

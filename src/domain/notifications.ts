@@ -1,0 +1,209 @@
+// Sending (validation the schema cannot express, Idempotency-Key semantics, the transactional
+// enqueue) and reading notifications with statistics derived from their delivery rows.
+import { createHash } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { PgBoss } from 'pg-boss';
+import { v7 as uuidv7 } from 'uuid';
+import type { components } from '../generated/api.ts';
+import { enqueueFanout } from '../fanout/queue.ts';
+import { notFound, validationFailed, type FieldErrors } from './errors.ts';
+import { Notification } from './entities.ts';
+import { isUuid } from './ids.ts';
+import { payloadProblems } from './payloads.ts';
+
+type Schemas = components['schemas'];
+export type SendRequest = Schemas['NotificationSend'];
+export type NotificationView = Schemas['Notification'];
+export type Statistics = Schemas['Statistics'];
+
+/** How long an Idempotency-Key protects against a duplicate send. */
+export const idempotencyWindowHours = 24;
+
+export function sendRuleViolations(request: SendRequest): FieldErrors {
+  const { title, body } = request.notification;
+  const hasData = Object.keys(request.data ?? {}).length > 0;
+  if (!title && !body && !hasData) {
+    return { notification: ['The notification must have a title, a body, or a non-empty data object.'] };
+  }
+  return payloadProblems(request);
+}
+
+/** Key order does not change what a request means, so it does not change its hash. */
+export function requestHash(request: SendRequest): string {
+  return createHash('sha256').update(canonicalJson(request)).digest('hex');
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export async function sendNotification(
+  em: EntityManager,
+  boss: PgBoss,
+  input: { applicationId: string; request: SendRequest; idempotencyKey?: string },
+): Promise<{ notification: Notification; accepted: boolean }> {
+  const { applicationId, request, idempotencyKey } = input;
+  const problems = sendRuleViolations(request);
+  if (Object.keys(problems).length > 0) throw validationFailed(problems);
+
+  const result = await em.fork().transactional(async (tx) => {
+    const id = uuidv7();
+    if (idempotencyKey !== undefined) {
+      const original = await claimIdempotencyKey(tx, { applicationId, key: idempotencyKey, request, notificationId: id });
+      if (original) return { notification: null, originalId: original };
+    }
+    const notification = tx.create(Notification, {
+      id,
+      applicationId,
+      status: 'queued',
+      title: request.notification.title ?? null,
+      body: request.notification.body ?? null,
+      imageUrl: request.notification.image_url ?? null,
+      actionUrl: request.notification.action_url ?? null,
+      data: request.data ?? {},
+      options: request.options ?? {},
+      userIds: request.recipients.user_ids,
+    });
+    await tx.flush();
+    await enqueueFanout(boss, tx, { notificationId: id, applicationId });
+    return { notification, originalId: null };
+  });
+  if (result.notification) return { notification: result.notification, accepted: true };
+  return { notification: await findNotification(em, applicationId, result.originalId), accepted: false };
+}
+
+/**
+ * Claims the key for a new notification, or returns the id of the notification it already names.
+ * A concurrent claim of the same key blocks on the unique index until the first transaction ends,
+ * so 25 simultaneous retries create exactly one notification. An expired claim is taken over.
+ */
+async function claimIdempotencyKey(
+  tx: EntityManager,
+  claim: { applicationId: string; key: string; request: SendRequest; notificationId: string },
+): Promise<string | null> {
+  const hash = requestHash(claim.request);
+  const claimed = await tx.execute<{ notification_id: string }[]>(
+    `insert into idempotency_keys (id, application_id, key, request_hash, notification_id, created_at)
+     values (?, ?, ?, ?, ?, now())
+     on conflict (application_id, key) do update
+       set request_hash = excluded.request_hash, notification_id = excluded.notification_id, created_at = now()
+       where idempotency_keys.created_at < now() - make_interval(hours => ?)
+     returning notification_id`,
+    [uuidv7(), claim.applicationId, claim.key, hash, claim.notificationId, idempotencyWindowHours],
+  );
+  if (claimed.length > 0) return null;
+  const [existing] = await tx.execute<{ request_hash: string; notification_id: string }[]>(
+    'select request_hash, notification_id from idempotency_keys where application_id = ? and key = ?',
+    [claim.applicationId, claim.key],
+  );
+  if (existing.request_hash !== hash) {
+    throw validationFailed({
+      'Idempotency-Key': ['This Idempotency-Key was already used for a different request.'],
+    });
+  }
+  return existing.notification_id;
+}
+
+export async function findNotification(em: EntityManager, applicationId: string, id: string): Promise<Notification> {
+  const notification = isUuid(id) ? await em.findOne(Notification, { id, applicationId }) : null;
+  if (!notification) throw notFound();
+  return notification;
+}
+
+export const maxPageSize = 100;
+
+/** Newest first. The cursor is the last id of the previous page (ids are time-ordered UUIDv7). */
+export async function listNotifications(
+  em: EntityManager,
+  applicationId: string,
+  page: { limit: number; cursor?: string },
+): Promise<{ notifications: Notification[]; nextCursor: string | null }> {
+  const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
+  const rows = await em.find(
+    Notification,
+    { applicationId, ...(after ? { id: { $lt: after } } : {}) },
+    { orderBy: { id: 'desc' }, limit: page.limit + 1 },
+  );
+  const notifications = rows.slice(0, page.limit);
+  const hasMore = rows.length > page.limit;
+  return { notifications, nextCursor: hasMore ? encodeCursor(notifications[notifications.length - 1].id) : null };
+}
+
+function encodeCursor(id: string): string {
+  return Buffer.from(id).toString('base64url');
+}
+
+function decodeCursor(cursor: string): string {
+  const id = Buffer.from(cursor, 'base64url').toString();
+  if (!isUuid(id)) throw validationFailed({ cursor: ['The cursor is invalid.'] });
+  return id;
+}
+
+const zeroStatistics: Statistics = {
+  users: 0,
+  installations: 0,
+  accepted: 0,
+  received: 0,
+  displayed: 0,
+  opened: 0,
+  failed: 0,
+  skipped: 0,
+};
+
+/**
+ * Counted from delivery rows, never kept as separate counters, so retries and concurrent events
+ * cannot make them drift. An event kind counts once per delivery (its first time is stored).
+ */
+export async function statisticsFor(em: EntityManager, notificationIds: string[]): Promise<Map<string, Statistics>> {
+  const statistics = new Map<string, Statistics>();
+  if (notificationIds.length === 0) return statistics;
+  const rows = await em.execute<(Statistics & { notification_id: string })[]>(
+    `select notification_id,
+            count(distinct user_id)::int as users,
+            count(*)::int as installations,
+            (count(*) filter (where state = 'accepted'))::int as accepted,
+            (count(*) filter (where state = 'failed'))::int as failed,
+            (count(*) filter (where state = 'skipped'))::int as skipped,
+            count(received_at)::int as received,
+            count(displayed_at)::int as displayed,
+            count(opened_at)::int as opened
+       from deliveries
+      where notification_id in (?)
+      group by notification_id`,
+    [notificationIds],
+  );
+  for (const { notification_id: id, ...counts } of rows) statistics.set(id, counts);
+  return statistics;
+}
+
+export function notificationView(notification: Notification, statistics: Statistics = zeroStatistics): NotificationView {
+  return {
+    id: notification.id,
+    status: notification.status as NotificationView['status'],
+    notification: {
+      title: notification.title ?? null,
+      body: notification.body ?? null,
+      image_url: notification.imageUrl ?? null,
+      action_url: notification.actionUrl ?? null,
+    },
+    data: notification.data,
+    options: notification.options,
+    target_users: notification.userIds.length,
+    statistics,
+    created_at: notification.createdAt.toISOString(),
+    processing_started_at: notification.processingStartedAt?.toISOString() ?? null,
+    completed_at: notification.completedAt?.toISOString() ?? null,
+  };
+}
+
+export async function notificationViews(em: EntityManager, notifications: Notification[]): Promise<NotificationView[]> {
+  const statistics = await statisticsFor(em, notifications.map((n) => n.id));
+  return notifications.map((n) => notificationView(n, statistics.get(n.id)));
+}

@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import express, { type Express, type Request } from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import helmet from 'helmet';
+import { pinoHttp } from 'pino-http';
+import type { PgBoss } from 'pg-boss';
+import type { Orm } from '../db/orm.ts';
+import type { Logger } from '../logger.ts';
+import { bearerAuth } from './auth.ts';
+import { errorHandler } from './errors.ts';
+import { eventsRouter } from './routes/events.ts';
+import { installationsRouter } from './routes/installations.ts';
+import { notificationsRouter } from './routes/notifications.ts';
+import { systemRouter } from './routes/system.ts';
+
+export type AppOptions = {
+  orm: Orm;
+  boss: PgBoss;
+  logger: Logger;
+  document: Record<string, unknown>;
+  bodyLimit: string;
+  validateResponses: boolean;
+};
+
+const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function requestId(req: Request): string {
+  const given = req.get('x-request-id');
+  return given && requestIdPattern.test(given) ? given : randomUUID();
+}
+
+export function createApp(options: AppOptions): Express {
+  const { orm, boss, logger, document } = options;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.use(helmet());
+  app.use(
+    pinoHttp({
+      logger,
+      genReqId: (req, res) => {
+        const id = requestId(req as Request);
+        res.setHeader('X-Request-Id', id);
+        return id;
+      },
+      customLogLevel: (_req, res, error) => (error || res.statusCode >= 500 ? 'error' : 'info'),
+      quietReqLogger: false,
+    }),
+  );
+  app.use(express.json({ limit: options.bodyLimit }));
+  app.use(
+    OpenApiValidator.middleware({
+      // The validator rewrites the document it is given; the served copy stays pristine.
+      apiSpec: structuredClone(document) as never,
+      validateRequests: { allowUnknownQueryParameters: false, allErrors: true },
+      validateResponses: options.validateResponses ? { removeAdditional: false } : false,
+      validateSecurity: { handlers: { bearerAuth: bearerAuth(orm) } },
+      validateFormats: true,
+      ajvFormats: { mode: 'full' },
+      ignoreUndocumented: false,
+    }),
+  );
+  app.use(systemRouter(orm, document));
+  app.use(installationsRouter(orm));
+  app.use(notificationsRouter(orm, boss));
+  app.use(eventsRouter(orm));
+  app.use(errorHandler);
+  return app;
+}

@@ -1,0 +1,46 @@
+import { Router } from 'express';
+import type { Orm } from '../../db/orm.ts';
+import {
+  deleteInstallation,
+  findInstallation,
+  installationView,
+  registerInstallation,
+  updateInstallation,
+} from '../../domain/installations.ts';
+import { principalOf } from '../auth.ts';
+
+export function installationsRouter(orm: Orm): Router {
+  const router = Router();
+  const path = '/api/v1/installations/:installationId';
+
+  router.put(path, async (req, res) => {
+    const { applicationId } = principalOf(req);
+    const { installation, created } = await registerInstallation(
+      orm.em.fork(),
+      applicationId,
+      req.params.installationId,
+      req.body,
+    );
+    res.status(created ? 201 : 200).json({ data: installationView(installation) });
+  });
+
+  router.patch(path, async (req, res) => {
+    const { applicationId } = principalOf(req);
+    const installation = await updateInstallation(orm.em.fork(), applicationId, req.params.installationId, req.body);
+    res.json({ data: installationView(installation) });
+  });
+
+  router.get(path, async (req, res) => {
+    const { applicationId } = principalOf(req);
+    const installation = await findInstallation(orm.em.fork(), applicationId, req.params.installationId);
+    res.json({ data: installationView(installation) });
+  });
+
+  router.delete(path, async (req, res) => {
+    const { applicationId } = principalOf(req);
+    await deleteInstallation(orm.em.fork(), applicationId, req.params.installationId);
+    res.status(204).end();
+  });
+
+  return router;
+}

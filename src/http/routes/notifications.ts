@@ -1,0 +1,48 @@
+import { Router } from 'express';
+import type { PgBoss } from 'pg-boss';
+import type { Orm } from '../../db/orm.ts';
+import {
+  findNotification,
+  listNotifications,
+  notificationViews,
+  sendNotification,
+} from '../../domain/notifications.ts';
+import { principalOf } from '../auth.ts';
+
+const defaultPageSize = 25;
+
+export function notificationsRouter(orm: Orm, boss: PgBoss): Router {
+  const router = Router();
+
+  router.post('/api/v1/notifications', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    const em = orm.em.fork();
+    const { notification, accepted } = await sendNotification(em, boss, {
+      applicationId,
+      request: req.body,
+      idempotencyKey: req.get('idempotency-key'),
+    });
+    const [data] = await notificationViews(em, [notification]);
+    res.status(202).json({ data, meta: { accepted } });
+  });
+
+  router.get('/api/v1/notifications', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    const em = orm.em.fork();
+    const { notifications, nextCursor } = await listNotifications(em, applicationId, {
+      limit: req.query.limit === undefined ? defaultPageSize : Number(req.query.limit),
+      cursor: typeof req.query.cursor === 'string' ? req.query.cursor : undefined,
+    });
+    res.json({ data: await notificationViews(em, notifications), meta: { next_cursor: nextCursor } });
+  });
+
+  router.get('/api/v1/notifications/:notificationId', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    const em = orm.em.fork();
+    const notification = await findNotification(em, applicationId, req.params.notificationId);
+    const [data] = await notificationViews(em, [notification]);
+    res.json({ data });
+  });
+
+  return router;
+}

@@ -1,0 +1,61 @@
+// One database per test run: a fresh one on DATABASE_URL's server, or an embedded Postgres in a
+// temporary folder. Migrated once here; test files then share it, each with its own applications.
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../../src/db/embedded.ts';
+import { migrate, openOrm } from '../../src/db/orm.ts';
+import { startBoss } from '../../src/fanout/queue.ts';
+import { createLogger } from '../../src/logger.ts';
+
+type RunDatabase = { url: string; drop(): Promise<void> };
+const state = globalThis as { heraldTestDatabase?: RunDatabase };
+
+async function createRunDatabase(serverUrl: string): Promise<RunDatabase> {
+  const name = `herald_test_${process.pid}_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: serverUrl });
+      await client.connect();
+      await client.query(`drop database if exists ${name} with (force)`);
+      await client.end();
+    },
+  };
+}
+
+export default async function globalSetup(): Promise<void> {
+  const logger = createLogger('warn');
+  let database: RunDatabase;
+  if (process.env.DATABASE_URL) {
+    database = await createRunDatabase(process.env.DATABASE_URL);
+  } else {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'herald-test-'));
+    // Postgres runs as its own OS user when we are root: it must be able to enter the folder.
+    chmodSync(dataDir, 0o755);
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    const embedded = await startEmbeddedPostgres({ dataDir, port, logger, own: true });
+    database = {
+      url: embedded.url,
+      drop: async () => {
+        await embedded.stop();
+        rmSync(dataDir, { recursive: true, force: true });
+      },
+    };
+  }
+  const orm = await openOrm(database.url);
+  await migrate(orm);
+  await orm.close();
+  // Installs the job queue's schema and queues once, before workers race to do it.
+  const boss = await startBoss(database.url, logger, { worker: false });
+  await boss.stop({ graceful: false });
+  process.env.HERALD_TEST_DATABASE_URL = database.url;
+  state.heraldTestDatabase = database;
+}

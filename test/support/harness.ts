@@ -1,0 +1,67 @@
+// What a test file needs: the real app (responses validated against the document) on the run's
+// database, and helpers to make applications and tokens the way the CLI does.
+import type { Express } from 'express';
+import type { PgBoss } from 'pg-boss';
+import { migrate, openOrm, type Orm } from '../../src/db/orm.ts';
+import { createApplication, createToken } from '../../src/domain/applications.ts';
+import { startBoss } from '../../src/fanout/queue.ts';
+import { createApp } from '../../src/http/app.ts';
+import { loadDocument } from '../../src/http/document.ts';
+import { createLogger, type Logger } from '../../src/logger.ts';
+
+export type Harness = {
+  app: Express;
+  orm: Orm;
+  boss: PgBoss;
+  url: string;
+  logger: Logger;
+  newApplication(name?: string): Promise<TestApplication>;
+  close(): Promise<void>;
+};
+
+export type TestApplication = {
+  id: string;
+  /** A token with exactly these abilities (default: all). */
+  token(abilities?: string[]): Promise<string>;
+};
+
+export function databaseUrl(): string {
+  const url = process.env.HERALD_TEST_DATABASE_URL;
+  if (!url) throw new Error('HERALD_TEST_DATABASE_URL is not set: run the tests through jest (global setup).');
+  return url;
+}
+
+export async function startHarness(options: { logger?: Logger; bodyLimit?: string } = {}): Promise<Harness> {
+  const url = databaseUrl();
+  const logger = options.logger ?? createLogger('silent');
+  const orm = await openOrm(url, 5);
+  await migrate(orm);
+  const boss = await startBoss(url, logger, { worker: false });
+  const app = createApp({
+    orm,
+    boss,
+    logger,
+    document: loadDocument(),
+    bodyLimit: options.bodyLimit ?? '1mb',
+    validateResponses: true,
+  });
+  return {
+    app,
+    orm,
+    boss,
+    url,
+    logger,
+    async newApplication(name = 'test') {
+      const application = await createApplication(orm.em.fork(), name);
+      return {
+        id: application.id,
+        token: async (abilities = ['*']) =>
+          (await createToken(orm.em.fork(), { applicationId: application.id, name: 'test', abilities })).plaintext,
+      };
+    },
+    async close() {
+      await boss.stop({ graceful: false });
+      await orm.close();
+    },
+  };
+}
