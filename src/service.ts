@@ -40,6 +40,18 @@ export async function openDatabase(config: Config, logger: Logger, options: { ow
   }
 }
 
+/** The validator compiles the document on its first request (~300 ms): pay that now, not on a client. */
+async function warmUp(server: Server, logger: Logger): Promise<void> {
+  const address = server.address();
+  if (!address || typeof address === 'string') return;
+  const host = ['0.0.0.0', '::'].includes(address.address) ? '127.0.0.1' : address.address;
+  try {
+    await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${address.port}/healthz`);
+  } catch (error) {
+    logger.warn({ err: error }, 'warm-up request failed');
+  }
+}
+
 export type Service = { database: Database; boss: PgBoss; server: Server | null; stop(): Promise<void> };
 
 export async function startService(
@@ -63,6 +75,7 @@ export async function startService(
       const listening = app.listen(config.PORT, config.HOST, (error?: Error) => (error ? reject(error) : resolve(listening)));
     });
     logger.info({ address: server.address() }, 'API listening');
+    await warmUp(server, logger);
   }
   const stop = async () => {
     if (server) await new Promise<void>((resolve) => server!.close(() => resolve()));

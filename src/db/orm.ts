@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig, MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
+import pg from 'pg';
 import { entities } from '../domain/entities.ts';
 
 const migrationsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -33,6 +34,16 @@ export async function openOrm(clientUrl: string, poolMax?: number): Promise<Orm>
   return MikroORM.init(ormConfig(clientUrl, poolMax));
 }
 
+// Any number of processes may start at once against a fresh database: one migrates at a time.
+const migrationLock = 72_540_301;
+
 export async function migrate(orm: Orm): Promise<void> {
-  await orm.migrator.up();
+  const lock = new pg.Client({ connectionString: orm.config.get('clientUrl') });
+  await lock.connect();
+  try {
+    await lock.query('select pg_advisory_lock($1)', [migrationLock]);
+    await orm.migrator.up();
+  } finally {
+    await lock.end();
+  }
 }

@@ -4,6 +4,13 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { v7 as uuidv7 } from 'uuid';
 
+export const platforms = ['ios', 'android'] as const;
+export const installationStatuses = ['active', 'invalid'] as const;
+export const permissions = ['unknown', 'not_determined', 'authorized', 'provisional', 'ephemeral', 'denied'] as const;
+export const notificationStatuses = ['queued', 'processing', 'completed', 'partial', 'failed'] as const;
+export const deliveryStates = ['pending', 'accepted', 'failed', 'skipped'] as const;
+export const eventTypes = ['received', 'displayed', 'opened', 'dismissed'] as const;
+
 const id = () => p.uuid().primary().onCreate(() => uuidv7());
 const now = () => p.datetime().onCreate(() => new Date());
 // Called inside a property thunk, so that entities declared later in this file can be referenced.
@@ -53,10 +60,10 @@ export const InstallationSchema = defineEntity({
     id: id(),
     applicationId: () => belongsTo(Application, 'application_id'),
     installationId: p.text(),
-    platform: p.text(),
+    platform: p.enum(platforms),
     providerIdentifier: p.text(),
-    status: p.text(),
-    permission: p.text(),
+    status: p.enum(installationStatuses),
+    permission: p.enum(permissions),
     userId: p.text().nullable(),
     device: p.json<DeviceDetails>(),
     registeredAt: p.datetime(),
@@ -78,7 +85,7 @@ export const NotificationSchema = defineEntity({
   properties: {
     id: id(),
     applicationId: () => belongsTo(Application, 'application_id'),
-    status: p.text(),
+    status: p.enum(notificationStatuses),
     title: p.text().nullable(),
     body: p.text().nullable(),
     imageUrl: p.text().nullable(),
@@ -125,11 +132,11 @@ export const DeliverySchema = defineEntity({
     notificationId: () => belongsTo(Notification, 'notification_id'),
     // Nulled when the installation is deleted; the delivery stays for the statistics.
     installationId: () =>
-      p.manyToOne(Installation).mapToPk().fieldName('installation_id').nullable().deleteRule('set null'),
+      p.manyToOne(Installation).mapToPk().fieldName('installation_id').nullable().deleteRule('set null').index(),
     clientInstallationId: p.text(),
     userId: p.text().nullable(),
-    platform: p.text(),
-    state: p.text(),
+    platform: p.enum(platforms),
+    state: p.enum(deliveryStates),
     reason: p.text().nullable(),
     attempts: p.integer().default(0),
     createdAt: now(),
@@ -154,7 +161,7 @@ export const DeliveryEventSchema = defineEntity({
     eventId: p.uuid(),
     deliveryId: () => belongsTo(Delivery, 'delivery_id').index(),
     clientInstallationId: p.text(),
-    type: p.text(),
+    type: p.enum(eventTypes),
     occurredAt: p.datetime(),
     receivedAt: now(),
   },

@@ -1,0 +1,100 @@
+// Database helpers for tests that need what the (not yet built) fanout would write: delivery rows,
+// plus small queries on the tables and on the job queue. Everything goes to the real database.
+import { randomUUID } from 'node:crypto';
+import type { Orm } from '../../src/db/orm.ts';
+
+export type DeliveryState = 'pending' | 'accepted' | 'failed' | 'skipped';
+
+export type DeliveryInput = {
+  applicationId: string;
+  notificationId: string;
+  /** The installation's `id` (installations.id); null as after the installation was deleted. */
+  installationId: string | null;
+  /** The client's installation identifier (installations.installation_id). */
+  clientInstallationId: string;
+  userId: string | null;
+  platform?: 'ios' | 'android';
+  state?: DeliveryState;
+  reason?: string | null;
+  attempts?: number;
+};
+
+/** Inserts one delivery row and returns its id. */
+export async function insertDelivery(orm: Orm, delivery: DeliveryInput): Promise<string> {
+  const id = randomUUID();
+  await orm.em.fork().execute(
+    `insert into deliveries
+       (id, application_id, notification_id, installation_id, client_installation_id, user_id,
+        platform, state, reason, attempts, created_at)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())`,
+    [
+      id,
+      delivery.applicationId,
+      delivery.notificationId,
+      delivery.installationId,
+      delivery.clientInstallationId,
+      delivery.userId,
+      delivery.platform ?? 'ios',
+      delivery.state ?? 'accepted',
+      delivery.reason ?? null,
+      delivery.attempts ?? (delivery.state === 'skipped' ? 0 : 1),
+    ],
+  );
+  return id;
+}
+
+/** The single integer a `select count(*)::int as count ...` answers. */
+export async function countRows(orm: Orm, sql: string, params: unknown[] = []): Promise<number> {
+  const [row] = await orm.em.fork().execute<{ count: number }[]>(sql, params);
+  return Number(row.count);
+}
+
+export function countNotifications(orm: Orm, applicationId: string): Promise<number> {
+  return countRows(orm, 'select count(*)::int as count from notifications where application_id = ?', [applicationId]);
+}
+
+export function countFanoutJobs(orm: Orm, applicationId: string): Promise<number> {
+  return countRows(
+    orm,
+    `select count(*)::int as count from pgboss.job where name = 'fanout' and data->>'applicationId' = ?`,
+    [applicationId],
+  );
+}
+
+export function countEvents(orm: Orm, applicationId: string, eventId?: string): Promise<number> {
+  return eventId === undefined
+    ? countRows(orm, 'select count(*)::int as count from delivery_events where application_id = ?', [applicationId])
+    : countRows(orm, 'select count(*)::int as count from delivery_events where application_id = ? and event_id = ?', [
+        applicationId,
+        eventId,
+      ]);
+}
+
+export type FanoutJobRow = { id: string; name: string; state: string; data: Record<string, unknown>; xmin: string };
+
+export async function fanoutJob(orm: Orm, id: string): Promise<FanoutJobRow | undefined> {
+  const [job] = await orm.em
+    .fork()
+    .execute<FanoutJobRow[]>(`select id::text, name, state::text, data, xmin::text from pgboss.job where id = ?`, [id]);
+  return job;
+}
+
+/** The id of the transaction that wrote a row (Postgres' xmin). */
+export async function writingTransaction(orm: Orm, table: 'notifications' | 'idempotency_keys', where: string, params: unknown[]): Promise<string> {
+  const [row] = await orm.em.fork().execute<{ xmin: string }[]>(`select xmin::text from ${table} where ${where}`, params);
+  return row.xmin;
+}
+
+/** Ages an idempotency key, as if it had been used that many hours ago. */
+export async function ageIdempotencyKey(orm: Orm, applicationId: string, key: string, hours: number): Promise<void> {
+  await orm.em
+    .fork()
+    .execute(
+      'update idempotency_keys set created_at = created_at - make_interval(hours => ?) where application_id = ? and key = ?',
+      [hours, applicationId, key],
+    );
+}
+
+export async function setInstallationLastSeen(orm: Orm, installationRowId: string, at: Date): Promise<void> {
+  await orm.em.fork().execute('update installations set last_seen_at = ? where id = ?', [at, installationRowId]);
+}
