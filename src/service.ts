@@ -5,6 +5,7 @@ import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
 import { migrate, openOrm, type Orm } from './db/orm.ts';
+import { startMaintenance } from './fanout/maintenance.ts';
 import { startBoss } from './fanout/queue.ts';
 import { createApp } from './http/app.ts';
 import { loadDocument } from './http/document.ts';
@@ -61,6 +62,7 @@ export async function startService(
 ): Promise<Service> {
   const database = await openDatabase(config, logger, { ownEmbedded: true });
   const boss = await startBoss(database.url, logger, { worker: roles.worker });
+  if (roles.worker) await startMaintenance(boss, database.orm, logger);
   let server: Server | null = null;
   if (roles.api) {
     const app = createApp({

@@ -37,8 +37,8 @@ export interface paths {
         post?: never;
         /**
          * Delete an installation
-         * @description Removes the installation: later sends skip it and reading it gives 404. Call it when
-         *     the app is signed out for good or uninstalled by your own means.
+         * @description Removes the installation: later sends skip it, and reading, updating or deleting it
+         *     again gives 404. Registering it again creates a new one (201).
          */
         delete: operations["deleteInstallation"];
         options?: never;
@@ -288,8 +288,7 @@ export interface components {
              * @description When the push identifier last changed.
              */
             identifier_updated_at: string;
-            /** @description Your user id, or null when no user is attached. */
-            user_id: string | null;
+            user_id: components["schemas"]["UserId"];
             /**
              * Format: date-time
              * @description When `permission` last changed.
@@ -320,7 +319,7 @@ export interface components {
             user_id?: components["schemas"]["UserId"];
             permission?: components["schemas"]["Permission"];
         };
-        /** @description Your own user id for this installation; null (or, on PUT, absent) means no user. */
+        /** @description Your own id of the user on this installation; null when no user is attached. */
         UserId: string | null;
         InstallationEnvelope: {
             data: components["schemas"]["Installation"];
@@ -411,7 +410,10 @@ export interface components {
             opened: number;
             /** @description Deliveries the provider rejected, or that expired or ran out of retries. */
             failed: number;
-            /** @description Installations not sent to (permission denied or not determined, or an identifier shared with another installation). */
+            /**
+             * @description Installations not sent to: permission `denied`, `not_determined` on iOS for a
+             *     visible push, or an identifier shared with another installation of the app.
+             */
             skipped: number;
         };
         Notification: {
@@ -619,19 +621,6 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                /**
-                 * @example {
-                 *       "message": "The given data was invalid.",
-                 *       "errors": {
-                 *         "provider.identifier": [
-                 *           "must NOT have fewer than 1 characters"
-                 *         ],
-                 *         "platform": [
-                 *           "must be equal to one of the allowed values"
-                 *         ]
-                 *       }
-                 *     }
-                 */
                 "application/json": components["schemas"]["ValidationError"];
             };
         };
@@ -924,8 +913,6 @@ export interface operations {
              */
             202: {
                 headers: {
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
