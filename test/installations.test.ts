@@ -469,6 +469,36 @@ describe('limits', () => {
     expect(Object.keys(res.body.errors)).toEqual(['provider']);
   });
 
+  // Postgres text cannot hold U+0000: these were 500s before the domain refused them.
+  test.each([
+    ['provider.identifier', { provider: { identifier: 'tok\u0000en' }, platform: 'ios' }],
+    ['user_id', { ...valid, user_id: 'user\u0000' }],
+    ['device.model', { ...valid, device: { model: 'iPhone\u0000' } }],
+  ])('a NUL character in %s is 422 keyed by that field, not a 500', async (field, body) => {
+    const id = newId('nul');
+    const res = await put(id, body);
+    expect(res.status).toBe(422);
+    expect(Object.keys(res.body.errors)).toEqual([field]);
+    expect(await rowsFor(id)).toHaveLength(0);
+  });
+
+  test('a NUL character in installationId is 422 keyed installationId on every operation', async () => {
+    const id = 'phone\u0000one';
+    for (const res of [await put(id, valid), await patch(id, { user_id: 'u' }), await get(id), await del(id)]) {
+      expect(res.status).toBe(422);
+      expect(Object.keys(res.body.errors)).toEqual(['installationId']);
+    }
+  });
+
+  test('a NUL character in a PATCH user_id is 422 and changes nothing', async () => {
+    const id = newId('patch-nul');
+    await put(id, { ...valid, user_id: 'kept' }).expect(201);
+    const res = await patch(id, { user_id: 'x\u0000' });
+    expect(res.status).toBe(422);
+    expect(Object.keys(res.body.errors)).toEqual(['user_id']);
+    expect((await get(id)).body.data.user_id).toBe('kept');
+  });
+
   test('an unknown top-level field is 422 keyed by that field', async () => {
     const res = await put(newId('put-unknown'), { ...valid, nickname: 'x' });
     expect(res.status).toBe(422);

@@ -173,6 +173,11 @@ export type NotificationContentResponse = {
 
 export type NotificationTitle = string | null;
 
+/**
+ * At most 4096 characters; the whole push must also fit the providers' 4096-byte payload
+ * limits (checked at send, 422), which a body near the maximum can exceed.
+ *
+ */
 export type NotificationBody = string | null;
 
 /**
@@ -243,7 +248,11 @@ export type NotificationSend = {
     };
     notification: NotificationContent;
     /**
-     * Free-form key/values delivered to the app with the push.
+     * Free-form key/values delivered to the app with the push (top-level keys of the APNs
+     * payload; FCM `data`, non-string values as JSON). Reserved, refused with 422: `aps`,
+     * `herald`, keys starting with `herald_`, and the keys FCM refuses (`from`,
+     * `message_type`, keys starting with `google` or `gcm`).
+     *
      */
     data?: {
         [key: string]: unknown;
@@ -446,6 +455,10 @@ export type DeleteInstallationData = {
 
 export type DeleteInstallationErrors = {
     /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
+    /**
      * The bearer token is missing, invalid or revoked.
      */
     401: Error;
@@ -487,6 +500,10 @@ export type GetInstallationData = {
 };
 
 export type GetInstallationErrors = {
+    /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
     /**
      * The bearer token is missing, invalid or revoked.
      */
@@ -530,7 +547,7 @@ export type UpdateInstallationData = {
 
 export type UpdateInstallationErrors = {
     /**
-     * The body is not valid JSON.
+     * The body is not valid JSON, or the path cannot be percent-decoded.
      */
     400: Error;
     /**
@@ -584,7 +601,7 @@ export type RegisterInstallationData = {
 
 export type RegisterInstallationErrors = {
     /**
-     * The body is not valid JSON.
+     * The body is not valid JSON, or the path cannot be percent-decoded.
      */
     400: Error;
     /**
@@ -642,6 +659,10 @@ export type ListNotificationsData = {
 
 export type ListNotificationsErrors = {
     /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
+    /**
      * The bearer token is missing, invalid or revoked.
      */
     401: Error;
@@ -685,7 +706,7 @@ export type SendNotificationData = {
 
 export type SendNotificationErrors = {
     /**
-     * The body is not valid JSON.
+     * The body is not valid JSON, or the path cannot be percent-decoded.
      */
     400: Error;
     /**
@@ -744,6 +765,10 @@ export type GetNotificationData = {
 
 export type GetNotificationErrors = {
     /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
+    /**
      * The bearer token is missing, invalid or revoked.
      */
     401: Error;
@@ -781,7 +806,7 @@ export type ReportEventData = {
 
 export type ReportEventErrors = {
     /**
-     * The body is not valid JSON.
+     * The body is not valid JSON, or the path cannot be percent-decoded.
      */
     400: Error;
     /**

@@ -41,7 +41,6 @@ export const ApiTokenSchema = defineEntity({
     secretHash: p.text(),
     abilities: p.array().columnType('text[]'),
     createdAt: now(),
-    lastUsedAt: p.datetime().nullable(),
     revokedAt: p.datetime().nullable(),
   },
 });

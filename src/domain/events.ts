@@ -2,7 +2,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { conflict, notFound, validationFailed } from './errors.ts';
-import { isUuid } from './ids.ts';
+import { canonicalUuid, isUuid } from './ids.ts';
 
 type Schemas = components['schemas'];
 export type EventRequest = Schemas['EventCreate'];
@@ -27,11 +27,6 @@ const firstSeenColumn: Record<EventType, string> = {
 };
 
 export const eventConflictMessage = 'This event_id was already recorded with different content.';
-
-/** The ajv uuid format admits a `urn:uuid:` prefix and upper case; the event is stored canonical. */
-export function canonicalUuid(value: string): string {
-  return value.replace(/^urn:uuid:/i, '').toLowerCase();
-}
 
 export async function recordEvent(
   em: EntityManager,

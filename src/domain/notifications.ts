@@ -8,7 +8,7 @@ import type { components } from '../generated/api.ts';
 import { enqueueFanout } from '../fanout/queue.ts';
 import { notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { Notification } from './entities.ts';
-import { isUuid } from './ids.ts';
+import { canonicalUuid, isUuid } from './ids.ts';
 import { payloadProblems } from './payloads.ts';
 
 type Schemas = components['schemas'];
@@ -111,7 +111,17 @@ async function claimIdempotencyKey(
   return existing.notification_id;
 }
 
-export async function findNotification(em: EntityManager, applicationId: string, id: string): Promise<Notification> {
+/** Keys past the window no longer protect anything; claiming one takes it over anyway. */
+export async function deleteExpiredIdempotencyKeys(em: EntityManager): Promise<number> {
+  const deleted = await em.execute<{ id: string }[]>(
+    'delete from idempotency_keys where created_at < now() - make_interval(hours => ?) returning id',
+    [idempotencyWindowHours],
+  );
+  return deleted.length;
+}
+
+export async function findNotification(em: EntityManager, applicationId: string, given: string): Promise<Notification> {
+  const id = canonicalUuid(given);
   const notification = isUuid(id) ? await em.findOne(Notification, { id, applicationId }) : null;
   if (!notification) throw notFound();
   return notification;

@@ -14,6 +14,9 @@ export const fcmPayloadLimit = 4096;
 /** Keys of `data` that would collide with what Herald itself puts in a push. */
 export const reservedDataKeys = ['aps', 'herald'];
 export const reservedFcmDataPrefix = 'herald_';
+/** FCM v1 refuses these `data` keys ("from", "message_type", anything starting with "google" or "gcm"). */
+export const fcmReservedDataKeys = ['from', 'message_type'];
+export const fcmReservedDataPrefixes = ['google', 'gcm'];
 
 export function apnsPayload(content: PushContent, ids: PushIds): JsonObject {
   const { title, body, image_url: imageUrl, action_url: actionUrl } = content.notification;
@@ -83,6 +86,8 @@ export function payloadProblems(content: PushContent): Record<string, string[]> 
   for (const key of Object.keys(content.data ?? {})) {
     if (reservedDataKeys.includes(key) || key.startsWith(reservedFcmDataPrefix)) {
       problems[`data.${key}`] = [`The data key "${key}" is reserved by Herald.`];
+    } else if (fcmReservedDataKeys.includes(key) || fcmReservedDataPrefixes.some((prefix) => key.startsWith(prefix))) {
+      problems[`data.${key}`] = [`The data key "${key}" is reserved by FCM.`];
     }
   }
   const apnsBytes = byteLength(apnsPayload(content, sample));

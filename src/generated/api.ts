@@ -339,6 +339,10 @@ export interface components {
             action_url: components["schemas"]["NotificationActionUrl"];
         };
         NotificationTitle: string | null;
+        /**
+         * @description At most 4096 characters; the whole push must also fit the providers' 4096-byte payload
+         *     limits (checked at send, 422), which a body near the maximum can exceed.
+         */
         NotificationBody: string | null;
         /**
          * Format: uri
@@ -388,7 +392,12 @@ export interface components {
                 user_ids: string[];
             };
             notification: components["schemas"]["NotificationContent"];
-            /** @description Free-form key/values delivered to the app with the push. */
+            /**
+             * @description Free-form key/values delivered to the app with the push (top-level keys of the APNs
+             *     payload; FCM `data`, non-string values as JSON). Reserved, refused with 422: `aps`,
+             *     `herald`, keys starting with `herald_`, and the keys FCM refuses (`from`,
+             *     `message_type`, keys starting with `google` or `gcm`).
+             */
             data?: {
                 [key: string]: unknown;
             };
@@ -517,7 +526,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description The body is not valid JSON. */
+        /** @description The body is not valid JSON, or the path cannot be percent-decoded. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -632,10 +641,10 @@ export interface components {
             content: {
                 /**
                  * @example {
-                 *       "message": "The given data was invalid.",
+                 *       "message": "The installationId field must NOT have more than 255 characters.",
                  *       "errors": {
                  *         "installationId": [
-                 *           "must NOT have more than 255 characters"
+                 *           "The installationId field must NOT have more than 255 characters."
                  *         ]
                  *       }
                  *     }
@@ -733,6 +742,7 @@ export interface operations {
                     "application/json": components["schemas"]["InstallationEnvelope"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -806,6 +816,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -872,6 +883,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotificationPage"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             /** @description `limit` is out of range, or `cursor` is not one this service issued. */
@@ -964,6 +976,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotificationEnvelope"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];

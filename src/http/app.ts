@@ -8,6 +8,7 @@ import type { Orm } from '../db/orm.ts';
 import type { Logger } from '../logger.ts';
 import { bearerAuth } from './auth.ts';
 import { errorHandler } from './errors.ts';
+import { refuseNulCharacters } from './nul-characters.ts';
 import { eventsRouter } from './routes/events.ts';
 import { installationsRouter } from './routes/installations.ts';
 import { notificationsRouter } from './routes/notifications.ts';
@@ -60,6 +61,7 @@ export function createApp(options: AppOptions): Express {
       ignoreUndocumented: false,
     }),
   );
+  app.use(refuseNulCharacters);
   app.use(systemRouter(orm, document));
   app.use(installationsRouter(orm));
   app.use(notificationsRouter(orm, boss));

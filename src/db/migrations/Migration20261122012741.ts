@@ -1,13 +1,13 @@
 import { Migration } from '@mikro-orm/migrations';
 
-export class Migration20261122012052 extends Migration {
+export class Migration20261122012741 extends Migration {
 
-  override name = 'Migration20261122012052';
+  override name = 'Migration20261122012741';
 
   override up(): void | Promise<void> {
     this.addSql(`create table "applications" ("id" uuid not null, "name" text not null, "created_at" timestamptz not null, primary key ("id"));`);
 
-    this.addSql(`create table "api_tokens" ("id" uuid not null, "application_id" uuid not null, "name" text not null, "public_id" text not null, "secret_hash" text not null, "abilities" text[] not null, "created_at" timestamptz not null, "last_used_at" timestamptz null, "revoked_at" timestamptz null, primary key ("id"));`);
+    this.addSql(`create table "api_tokens" ("id" uuid not null, "application_id" uuid not null, "name" text not null, "public_id" text not null, "secret_hash" text not null, "abilities" text[] not null, "created_at" timestamptz not null, "revoked_at" timestamptz null, primary key ("id"));`);
     this.addSql(`create index "api_tokens_application_id_index" on "api_tokens" ("application_id");`);
     this.addSql(`alter table "api_tokens" add constraint "api_tokens_public_id_unique" unique ("public_id");`);
 

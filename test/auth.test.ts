@@ -1,0 +1,217 @@
+// Bearer authentication and abilities on every operation of the document: what is 401, what is
+// 403, what gets through, and how tokens are kept.
+import request from 'supertest';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { revokeToken } from '../src/domain/applications.ts';
+import { ApiToken } from '../src/domain/entities.ts';
+import { abilities, clientAbilities, parseToken } from '../src/domain/tokens.ts';
+import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
+
+let harness: Harness;
+let application: TestApplication;
+
+beforeAll(async () => {
+  harness = await startHarness();
+  application = await harness.newApplication('auth');
+});
+afterAll(() => harness.close());
+
+type Method = 'put' | 'patch' | 'get' | 'delete' | 'post';
+type Operation = { name: string; method: Method; path: string; ability: string; body?: object };
+
+const installationPath = '/api/v1/installations/auth-phone';
+const operations: Operation[] = [
+  {
+    name: 'registerInstallation',
+    method: 'put',
+    path: installationPath,
+    ability: 'installations:write',
+    body: { provider: { identifier: 'auth-token' }, platform: 'ios' },
+  },
+  {
+    name: 'updateInstallation',
+    method: 'patch',
+    path: installationPath,
+    ability: 'installations:write',
+    body: { user_id: 'auth-user' },
+  },
+  { name: 'getInstallation', method: 'get', path: installationPath, ability: 'installations:read' },
+  { name: 'deleteInstallation', method: 'delete', path: installationPath, ability: 'installations:write' },
+  {
+    name: 'sendNotification',
+    method: 'post',
+    path: '/api/v1/notifications',
+    ability: 'notifications:send',
+    body: { recipients: { user_ids: ['auth-user'] }, notification: { title: 'Hello' } },
+  },
+  { name: 'listNotifications', method: 'get', path: '/api/v1/notifications', ability: 'notifications:read' },
+  {
+    name: 'getNotification',
+    method: 'get',
+    path: '/api/v1/notifications/0192f6c1-0000-7000-8000-000000000000',
+    ability: 'notifications:read',
+  },
+  {
+    name: 'reportEvent',
+    method: 'post',
+    path: '/api/v1/events',
+    ability: 'events:write',
+    body: {
+      event_id: randomUUID(),
+      delivery_id: randomUUID(),
+      installation_id: 'auth-phone',
+      type: 'opened',
+      occurred_at: new Date().toISOString(),
+    },
+  },
+];
+
+function call(operation: Operation, authorization?: string) {
+  let req = request(harness.app)[operation.method](operation.path);
+  if (authorization !== undefined) req = req.set('Authorization', authorization);
+  return operation.body ? req.send(operation.body) : req;
+}
+
+const unauthenticated = { message: 'Unauthenticated.' };
+const forbidden = { message: 'This action is unauthorized.' };
+const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+
+async function tokenId(plaintext: string): Promise<string> {
+  const parts = parseToken(plaintext);
+  if (!parts) throw new Error('the harness issued a malformed token');
+  const row = await harness.orm.em.fork().findOneOrFail(ApiToken, { publicId: parts.publicId });
+  return row.id;
+}
+
+test('the table covers every operation of the document that requires a token', async () => {
+  const res = await request(harness.app).get('/openapi.json');
+  const documented: string[] = [];
+  for (const item of Object.values(res.body.paths as Record<string, Record<string, { operationId?: string; security?: unknown[] }>>)) {
+    for (const op of Object.values(item)) {
+      if (op && typeof op === 'object' && op.operationId && (op.security?.length ?? 1) > 0) documented.push(op.operationId);
+    }
+  }
+  expect(documented.sort()).toEqual(operations.map((op) => op.name).sort());
+});
+
+describe.each(operations)('$name ($method $path) requires $ability', (operation) => {
+  test('no Authorization header is 401 Unauthenticated.', async () => {
+    const res = await call(operation);
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual(unauthenticated);
+  });
+
+  test('a Basic credential is 401', async () => {
+    const res = await call(operation, 'Basic xyz');
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual(unauthenticated);
+  });
+
+  test('a Basic credential carrying a valid token is 401', async () => {
+    const token = await application.token();
+    const res = await call(operation, `Basic ${token}`);
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual(unauthenticated);
+  });
+
+  test('a garbage bearer token is 401', async () => {
+    const res = await call(operation, 'Bearer garbage');
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual(unauthenticated);
+  });
+
+  test('an empty bearer token is 401', async () => {
+    const res = await call(operation, 'Bearer ');
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual(unauthenticated);
+  });
+
+  test('a well-formed but unknown token is 401', async () => {
+    const res = await call(operation, `Bearer hrld_${hex(8)}_${hex(32)}`);
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual(unauthenticated);
+  });
+
+  test('the right public id with a wrong secret is 401', async () => {
+    const token = await application.token();
+    const parts = parseToken(token)!;
+    const res = await call(operation, `Bearer hrld_${parts.publicId}_${hex(32)}`);
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual(unauthenticated);
+  });
+
+  test('a revoked token is 401 on the very next request', async () => {
+    const token = await application.token([operation.ability]);
+    const before = await call(operation, `Bearer ${token}`);
+    expect([401, 403]).not.toContain(before.status);
+    expect(await revokeToken(harness.orm.em.fork(), await tokenId(token))).toBe(true);
+    const after = await call(operation, `Bearer ${token}`);
+    expect(after.status).toBe(401);
+    expect(after.body).toEqual(unauthenticated);
+  });
+
+  test('a token with every ability but this one is 403 This action is unauthorized.', async () => {
+    const token = await application.token(abilities.filter((ability) => ability !== operation.ability));
+    const res = await call(operation, `Bearer ${token}`);
+    expect(res.status).toBe(403);
+    expect(res.body).toEqual(forbidden);
+  });
+
+  test('a token with exactly this ability gets through', async () => {
+    const token = await application.token([operation.ability]);
+    const res = await call(operation, `Bearer ${token}`);
+    expect([401, 403]).not.toContain(res.status);
+    expect(res.status).toBeLessThan(500);
+  });
+
+  test('a token with the * ability gets through', async () => {
+    const token = await application.token(['*']);
+    const res = await call(operation, `Bearer ${token}`);
+    expect([401, 403]).not.toContain(res.status);
+    expect(res.status).toBeLessThan(500);
+  });
+});
+
+test('the bearer scheme name is case-insensitive', async () => {
+  const token = await application.token(['installations:read']);
+  const res = await request(harness.app).get(installationPath).set('Authorization', `bearer ${token}`);
+  expect([401, 403]).not.toContain(res.status);
+});
+
+test('a client token can register, read and report but cannot send or read notifications', async () => {
+  const token = await application.token([...clientAbilities]);
+  const send = operations.find((op) => op.name === 'sendNotification')!;
+  const res = await call(send, `Bearer ${token}`);
+  expect(res.status).toBe(403);
+  expect(res.body).toEqual(forbidden);
+  const list = await call(operations.find((op) => op.name === 'listNotifications')!, `Bearer ${token}`);
+  expect(list.status).toBe(403);
+  const put = await call(operations.find((op) => op.name === 'registerInstallation')!, `Bearer ${token}`);
+  expect([200, 201]).toContain(put.status);
+});
+
+test('revoking one token leaves the application’s other tokens working', async () => {
+  const revoked = await application.token(['installations:read']);
+  const kept = await application.token(['installations:read']);
+  await revokeToken(harness.orm.em.fork(), await tokenId(revoked));
+  const get = operations.find((op) => op.name === 'getInstallation')!;
+  expect((await call(get, `Bearer ${revoked}`)).status).toBe(401);
+  expect([401, 403]).not.toContain((await call(get, `Bearer ${kept}`)).status);
+});
+
+test('tokens are stored hashed: neither the token nor its secret appears in any column', async () => {
+  const fresh = await harness.newApplication('auth-hashing');
+  const plaintexts = [await fresh.token(), await fresh.token(['events:write'])];
+  const rows = await harness.orm.em
+    .fork()
+    .execute<Record<string, unknown>[]>('select * from api_tokens where application_id = ?', [fresh.id]);
+  expect(rows).toHaveLength(2);
+  const stored = JSON.stringify(rows).toLowerCase();
+  for (const plaintext of plaintexts) {
+    const { publicId, secret } = parseToken(plaintext)!;
+    expect(stored).not.toContain(plaintext);
+    expect(stored).not.toContain(secret);
+    // The public id is stored (it finds the row); only the secret must not be.
+    expect(stored).toContain(publicId);
+  }
+});
