@@ -16,12 +16,32 @@ const schema = z.object({
   HERALD_BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i).default('1mb'),
   HERALD_VALIDATE_RESPONSES: flag.default(false),
   HERALD_DB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  // 32 random bytes, base64: encrypts provider credentials at rest (`openssl rand -base64 32`).
+  HERALD_CREDENTIALS_KEY: z
+    .string()
+    .refine((value) => Buffer.from(value, 'base64').length === 32, 'must be 32 bytes, base64-encoded')
+    .optional(),
+  // Provider endpoints: unset means Apple's and Google's; the simulators set them.
+  HERALD_APNS_ENDPOINT: z.url({ protocol: /^https$/ }).optional(),
+  HERALD_FCM_ENDPOINT: z.url({ protocol: /^https$/ }).optional(),
+  HERALD_PROVIDER_CA_FILE: z.string().min(1).optional(),
+  // Sends per window per application, unless the application has its own (`herald apps limit`).
+  HERALD_SEND_QUOTA: z.coerce.number().int().min(1).default(600),
+  HERALD_SEND_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
+  // The Postgres schema of the job queue (pg-boss); every process of one deployment must agree.
+  HERALD_QUEUE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default('pgboss'),
+  // Deliver jobs one worker process runs at once.
+  HERALD_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  // Pushes per deliver job (one provider round trip set).
+  HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
 });
 
 export type Config = Readonly<z.infer<typeof schema>> & { readonly dataDir: string };
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const result = schema.safeParse(env);
+  // An empty variable means unset, as in most shells' `VAR= command`.
+  const given = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== ''));
+  const result = schema.safeParse(given);
   if (!result.success) {
     const problems = result.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
     throw new Error(`Invalid environment:\n${problems.join('\n')}`);

@@ -1,15 +1,47 @@
 // Composition of a Herald process: database (given or embedded), ORM, job queue, and the roles
 // it plays (API, worker). Everything opened here is closed by the returned stop().
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
+import path from 'node:path';
+import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
 import { migrate, openOrm, type Orm } from './db/orm.ts';
+import { assertCredentialsReadable, credentialsKey } from './domain/credentials.ts';
+import { createSendLimiter } from './domain/rate-limits.ts';
+import { createProviderClients, type ProviderClients } from './fanout/clients.ts';
 import { startMaintenance } from './fanout/maintenance.ts';
 import { startBoss } from './fanout/queue.ts';
+import { startWorkers } from './fanout/worker.ts';
 import { createApp } from './http/app.ts';
 import { loadDocument } from './http/document.ts';
 import type { Logger } from './logger.ts';
+import type { ProviderEndpoints } from './providers/provider.ts';
+
+/**
+ * The key that encrypts provider credentials: HERALD_CREDENTIALS_KEY; on the zero-config start
+ * (embedded database, a developer's machine) a key kept beside the data, created on first use.
+ */
+export function resolveCredentialsKey(config: Config): Buffer | null {
+  const configured = credentialsKey(config.HERALD_CREDENTIALS_KEY);
+  if (configured || config.DATABASE_URL) return configured;
+  const file = path.join(config.dataDir, 'credentials.key');
+  if (!existsSync(file)) {
+    mkdirSync(config.dataDir, { recursive: true });
+    writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600 });
+  }
+  return Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
+}
+
+export function configuredEndpoints(config: Config): ProviderEndpoints {
+  return {
+    apns: config.HERALD_APNS_ENDPOINT,
+    fcm: config.HERALD_FCM_ENDPOINT,
+    ca: config.HERALD_PROVIDER_CA_FILE ? readFileSync(config.HERALD_PROVIDER_CA_FILE, 'utf8') : undefined,
+  };
+}
 
 export type Database = { orm: Orm; url: string; close(): Promise<void> };
 
@@ -53,18 +85,41 @@ async function warmUp(server: Server, logger: Logger): Promise<void> {
   }
 }
 
-export type Service = { database: Database; boss: PgBoss; server: Server | null; stop(): Promise<void> };
+export type Service = {
+  database: Database;
+  boss: PgBoss;
+  server: Server | null;
+  credentialsKey: Buffer | null;
+  stop(): Promise<void>;
+};
 
 export async function startService(
   config: Config,
   logger: Logger,
   roles: { api: boolean; worker: boolean },
+  endpoints: ProviderEndpoints = configuredEndpoints(config),
 ): Promise<Service> {
   const database = await openDatabase(config, logger, { ownEmbedded: true });
-  const boss = await startBoss(database.url, logger, { worker: roles.worker });
-  if (roles.worker) await startMaintenance(boss, database.orm, logger);
+  const key = resolveCredentialsKey(config);
+  await assertCredentialsReadable(database.orm.em.fork(), key);
+  const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA });
+  let clients: ProviderClients | null = null;
+  if (roles.worker) {
+    clients = createProviderClients({ key, endpoints, logger });
+    await startWorkers({
+      orm: database.orm,
+      boss,
+      clients,
+      logger,
+      concurrency: config.HERALD_WORKER_CONCURRENCY,
+      batchSize: config.HERALD_DELIVER_BATCH_SIZE,
+    });
+    await startMaintenance(boss, database.orm, logger);
+  }
   let server: Server | null = null;
+  let limiterPool: pg.Pool | null = null;
   if (roles.api) {
+    limiterPool = new pg.Pool({ connectionString: database.url, max: 4 });
     const app = createApp({
       orm: database.orm,
       boss,
@@ -72,6 +127,8 @@ export async function startService(
       document: loadDocument(),
       bodyLimit: config.HERALD_BODY_LIMIT,
       validateResponses: config.HERALD_VALIDATE_RESPONSES,
+      sendLimiter: createSendLimiter(limiterPool),
+      defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
     });
     server = await new Promise<Server>((resolve, reject) => {
       const listening = app.listen(config.PORT, config.HOST, (error?: Error) => (error ? reject(error) : resolve(listening)));
@@ -81,8 +138,11 @@ export async function startService(
   }
   const stop = async () => {
     if (server) await new Promise<void>((resolve) => server!.close(() => resolve()));
-    await boss.stop({ graceful: true, timeout: 10_000 });
+    // Graceful: in-flight batches finish (or are released to another worker) before we close.
+    await boss.stop({ graceful: true, timeout: 20_000 });
+    await clients?.close();
+    await limiterPool?.end();
     await database.close();
   };
-  return { database, boss, server, stop };
+  return { database, boss, server, credentialsKey: key, stop };
 }

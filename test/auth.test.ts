@@ -52,6 +52,12 @@ const operations: Operation[] = [
     ability: 'notifications:read',
   },
   {
+    name: 'listDeliveries',
+    method: 'get',
+    path: '/api/v1/notifications/0192f6c1-0000-7000-8000-000000000000/deliveries',
+    ability: 'notifications:read',
+  },
+  {
     name: 'reportEvent',
     method: 'post',
     path: '/api/v1/events',

@@ -159,6 +159,18 @@ describe('sending', () => {
     expect(res.status).toBe(202);
     expect(res.body.data.notification.body).toBe('Just a body');
   });
+
+  test('user ids are stored exactly as sent, whatever characters they hold (found by fuzzing: a 500)', async () => {
+    // Each of these is one user id to Postgres only if the text[] literal quotes it.
+    const ids = ['\n', ' padded ', 'NULL', 'a,b', 'say "hi"', 'back\\slash', '{braces}', 'tab\tand\nnewline', 'plain'];
+    const res = await send({ recipients: { user_ids: ids }, notification: { title: 'Hello' } });
+    expect(res.status).toBe(202);
+    expect(res.body.data.target_users).toBe(ids.length);
+    const [row] = await harness.orm.em
+      .fork()
+      .execute<{ user_ids: string[] }[]>('select user_ids from notifications where id = ?', [res.body.data.id]);
+    expect(row.user_ids).toEqual(ids);
+  });
 });
 
 describe('send validation at each limit', () => {

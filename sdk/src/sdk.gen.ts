@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.ts';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.ts';
-import type { DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentResponses, HealthData, HealthResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
+import type { DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentResponses, HealthData, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -130,6 +130,21 @@ export const sendNotification = <ThrowOnError extends boolean = false>(options: 
 export const getNotification = <ThrowOnError extends boolean = false>(options: Options<GetNotificationData, ThrowOnError>): RequestResult<GetNotificationResponses, GetNotificationErrors, ThrowOnError> => (options.client ?? client).get<GetNotificationResponses, GetNotificationErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/api/v1/notifications/{notificationId}',
+    ...options
+});
+
+/**
+ * List a notification's deliveries
+ *
+ * One row per installation the fanout considered, in fanout order: its outcome
+ * (`pending`, `accepted`, `failed`, `skipped`), why a push failed or was skipped, how many
+ * attempts it took, and when the app reported it received, displayed, opened or dismissed.
+ * Filter by `user_id` to answer "why didn't user X get it". Empty until the fanout ran.
+ *
+ */
+export const listDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListDeliveriesData, ThrowOnError>): RequestResult<ListDeliveriesResponses, ListDeliveriesErrors, ThrowOnError> => (options.client ?? client).get<ListDeliveriesResponses, ListDeliveriesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/notifications/{notificationId}/deliveries',
     ...options
 });
 

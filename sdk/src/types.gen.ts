@@ -367,6 +367,55 @@ export type NotificationPage = {
     };
 };
 
+/**
+ * `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
+ * (the provider's, or `expired`, `provider_credentials`, `attempts_exhausted`...);
+ * `skipped` with a reason (`permission_denied`, `permission_not_determined`,
+ * `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`).
+ *
+ */
+export type DeliveryState = 'pending' | 'accepted' | 'failed' | 'skipped';
+
+export type Delivery = {
+    /**
+     * The `delivery_id` the push carries and events report on.
+     */
+    id: string;
+    /**
+     * The client's installation identifier.
+     */
+    installation_id: string;
+    user_id: string | null;
+    platform: Platform;
+    state: DeliveryState;
+    reason: string | null;
+    attempts: number;
+    /**
+     * The `apns-id` or FCM message name of an accepted push.
+     */
+    provider_message_id: string | null;
+    created_at: string;
+    last_attempt_at: string | null;
+    completed_at: string | null;
+    /**
+     * When the app first reported it received (likewise for the three below).
+     */
+    received_at: string | null;
+    displayed_at: string | null;
+    opened_at: string | null;
+    dismissed_at: string | null;
+};
+
+export type DeliveryPage = {
+    data: Array<Delivery>;
+    meta: {
+        /**
+         * Pass as `cursor` for the next page; null on the last page.
+         */
+        next_cursor: string | null;
+    };
+};
+
 export type EventType = 'received' | 'displayed' | 'opened' | 'dismissed';
 
 export type EventCreate = {
@@ -796,6 +845,69 @@ export type GetNotificationResponses = {
 };
 
 export type GetNotificationResponse = GetNotificationResponses[keyof GetNotificationResponses];
+
+export type ListDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * The notification's `id`.
+         */
+        notificationId: string;
+    };
+    query?: {
+        /**
+         * Page size.
+         */
+        limit?: number;
+        /**
+         * The `meta.next_cursor` of the previous page; leave out for the first page.
+         */
+        cursor?: string;
+        /**
+         * Only this user's installations.
+         */
+        user_id?: string;
+        /**
+         * Only deliveries in this state.
+         */
+        state?: DeliveryState;
+    };
+    url: '/api/v1/notifications/{notificationId}/deliveries';
+};
+
+export type ListDeliveriesErrors = {
+    /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires.
+     */
+    403: Error;
+    /**
+     * No such resource in the authenticated application.
+     */
+    404: Error;
+    /**
+     * A path or query parameter breaks its constraints, or `cursor` is not one this service issued.
+     */
+    422: ValidationError;
+};
+
+export type ListDeliveriesError = ListDeliveriesErrors[keyof ListDeliveriesErrors];
+
+export type ListDeliveriesResponses = {
+    /**
+     * A page of deliveries.
+     */
+    200: DeliveryPage;
+};
+
+export type ListDeliveriesResponse = ListDeliveriesResponses[keyof ListDeliveriesResponses];
 
 export type ReportEventData = {
     body: EventCreate;

@@ -1,28 +1,44 @@
-// First start of a fresh database: an application to try Herald with, and its two tokens.
+// First start of a fresh database: an application to try Herald with, its two tokens, and (with
+// the simulators) provider credentials, so that a first notification goes all the way through.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../config.ts';
 import { createApplication, createToken, listApplications } from '../domain/applications.ts';
+import { setApnsCredentials, setFcmCredentials } from '../domain/credentials.ts';
 import { allAbilities, clientAbilities } from '../domain/tokens.ts';
+import type { SimulatorKeys } from './simulate.ts';
 
-export async function ensureDemoApplication(em: EntityManager, config: Config, out: (line?: string) => void) {
+export async function ensureDemoApplication(
+  em: EntityManager,
+  config: Config,
+  out: (line?: string) => void,
+  options: { credentialsKey: Buffer | null; simulatorKeys: SimulatorKeys | null },
+) {
   const existing = await listApplications(em);
   const base = `http://localhost:${config.PORT}`;
+  const providers = options.simulatorKeys ? 'the local APNs and FCM simulators' : "Apple's and Google's endpoints";
   if (existing.length > 0) {
-    out(`Herald is serving on ${base}. Tokens are shown only when created: \`herald tokens create --app ${existing[0].id} --name ... --abilities '*'\`.`);
+    out(`Herald is serving on ${base}, pushing to ${providers}.`);
+    out(`Tokens are shown only when created: \`herald tokens create --app ${existing[0].id} --name ... --abilities '*'\`.`);
     return;
   }
   const application = await createApplication(em, 'Demo');
   const server = await createToken(em, { applicationId: application.id, name: 'demo server', abilities: [allAbilities] });
   const client = await createToken(em, { applicationId: application.id, name: 'demo app', abilities: clientAbilities });
+  if (options.simulatorKeys && options.credentialsKey) {
+    await setApnsCredentials(em, application.id, options.simulatorKeys.apns, options.credentialsKey);
+    await setFcmCredentials(em, application.id, options.simulatorKeys.fcm, options.credentialsKey);
+  }
+  const auth = (token: string) => `-H 'Authorization: Bearer ${token}'`;
   out();
-  out(`Herald is serving on ${base}`);
+  out(`Herald is serving on ${base}, pushing to ${providers}.`);
   out(`Demo application ${application.id}`);
-  out(`  server token (all abilities):      ${server.plaintext}`);
+  out(`  server token (all abilities):  ${server.plaintext}`);
   out(`  app token (${clientAbilities.join(' ')}): ${client.plaintext}`);
   out('These tokens are shown once. Try:');
-  out(`  curl -s -X PUT ${base}/api/v1/installations/phone-1 -H 'Authorization: Bearer ${client.plaintext}' \\`);
-  out(`    -H 'Content-Type: application/json' -d '{"platform":"ios","provider":{"identifier":"a1b2c3"},"user_id":"user-1","permission":"authorized"}'`);
-  out(`  curl -s -X POST ${base}/api/v1/notifications -H 'Authorization: Bearer ${server.plaintext}' \\`);
-  out(`    -H 'Content-Type: application/json' -d '{"recipients":{"user_ids":["user-1"]},"notification":{"title":"Hello","body":"From Herald"}}'`);
+  out(`  curl -s -X PUT ${base}/api/v1/installations/phone-1 ${auth(client.plaintext)} -H 'Content-Type: application/json' \\`);
+  out(`    -d '{"platform":"ios","provider":{"identifier":"a1b2c3d4"},"user_id":"user-1","permission":"authorized"}'`);
+  out(`  curl -s -X POST ${base}/api/v1/notifications ${auth(server.plaintext)} -H 'Content-Type: application/json' \\`);
+  out(`    -d '{"recipients":{"user_ids":["user-1"]},"notification":{"title":"Hello","body":"From Herald"}}'`);
+  out(`  curl -s ${base}/api/v1/notifications/<id from the answer> ${auth(server.plaintext)}`);
   out();
 }

@@ -1,4 +1,6 @@
 // The `herald` command: run the service, and administer applications and tokens.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig, type Config } from '../config.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -10,10 +12,13 @@ import {
   listTokens,
   revokeToken,
 } from '../domain/applications.ts';
+import { listCredentials, setApnsCredentials, setFcmCredentials } from '../domain/credentials.ts';
+import { setSendPolicy } from '../domain/rate-limits.ts';
 import { abilities, allAbilities, clientAbilities, isAbility } from '../domain/tokens.ts';
 import { createLogger, type Logger } from '../logger.ts';
-import { openDatabase, startService } from '../service.ts';
+import { openDatabase, resolveCredentialsKey, startService } from '../service.ts';
 import { ensureDemoApplication } from './demo.ts';
+import { startSimulators } from './simulate.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -24,6 +29,12 @@ function abilityList(value: string): string[] {
     throw new InvalidArgumentError(`expected some of: ${[allAbilities, ...abilities].join(', ')}`);
   }
   return list;
+}
+
+function positiveInteger(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 1) throw new InvalidArgumentError('expected a positive integer');
+  return parsed;
 }
 
 function port(value: string): number {
@@ -42,9 +53,22 @@ async function withDatabase<T>(config: Config, logger: Logger, work: (em: Entity
   }
 }
 
-async function run(config: Config, logger: Logger, roles: { api: boolean; worker: boolean }, demo: boolean) {
-  const service = await startService(config, logger, roles);
-  if (demo) await ensureDemoApplication(service.database.orm.em.fork(), config, out);
+type RunOptions = { api: boolean; worker: boolean; demo: boolean; simulate: boolean };
+
+async function run(config: Config, logger: Logger, options: RunOptions) {
+  const simulators = options.simulate
+    ? await startSimulators({ keysDir: path.join(config.dataDir, 'simulator') })
+    : null;
+  if (simulators) {
+    logger.info({ apns: simulators.endpoints.apns, fcm: simulators.endpoints.fcm }, 'provider simulators running');
+  }
+  const service = await startService(config, logger, options, simulators?.endpoints);
+  if (options.demo) {
+    await ensureDemoApplication(service.database.orm.em.fork(), config, out, {
+      credentialsKey: service.credentialsKey,
+      simulatorKeys: simulators?.keys ?? null,
+    });
+  }
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -52,6 +76,7 @@ async function run(config: Config, logger: Logger, roles: { api: boolean; worker
     logger.info({ signal }, 'shutting down');
     try {
       await service.stop();
+      await simulators?.stop();
       process.exit(0);
     } catch (error) {
       logger.error({ err: error }, 'shutdown failed');
@@ -67,13 +92,16 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
     .description('Herald: self-hosted push notifications for iOS (APNs) and Android (FCM).')
     .showHelpAfterError();
 
+  const withPort = (options: { port?: number }) => (options.port === undefined ? config : { ...config, PORT: options.port });
   program
     .command('start')
     .description('run the API and the workers in one process; with no DATABASE_URL, an embedded Postgres')
     .option('-p, --port <port>', 'HTTP port (default: PORT or 3000)', port)
-    .action(async (options: { port?: number }) => {
-      const effective = options.port === undefined ? config : { ...config, PORT: options.port };
-      await run(effective, logger, { api: true, worker: true }, true);
+    .option('--simulate', 'send to local APNs and FCM simulators (default when DATABASE_URL is unset)')
+    .option('--no-simulate', "send to Apple's and Google's real endpoints")
+    .action(async (options: { port?: number; simulate?: boolean }) => {
+      const simulate = options.simulate ?? !config.DATABASE_URL;
+      await run(withPort(options), logger, { api: true, worker: true, demo: true, simulate });
     });
 
   program
@@ -81,14 +109,43 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
     .description('run the HTTP API only')
     .option('-p, --port <port>', 'HTTP port (default: PORT or 3000)', port)
     .action(async (options: { port?: number }) => {
-      const effective = options.port === undefined ? config : { ...config, PORT: options.port };
-      await run(effective, logger, { api: true, worker: false }, false);
+      await run(withPort(options), logger, { api: true, worker: false, demo: false, simulate: false });
     });
 
   program
     .command('work')
     .description('run the fanout workers only')
-    .action(async () => run(config, logger, { api: false, worker: true }, false));
+    .action(async () => run(config, logger, { api: false, worker: true, demo: false, simulate: false }));
+
+  program
+    .command('simulate')
+    .description('run the local APNs and FCM simulators only (for a worker started with HERALD_APNS_ENDPOINT/HERALD_FCM_ENDPOINT)')
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--apns-port <port>', 'APNs simulator port', port, 2197)
+    .option('--fcm-port <port>', 'FCM simulator port', port, 2198)
+    .option('--latency <ms>', 'answer each push after this many milliseconds', (value) => port(value), 0)
+    .option('--no-record', 'keep counters only, not every push received (benchmarks)')
+    .option('--ca-file <path>', 'write the simulators\' CA certificate here (HERALD_PROVIDER_CA_FILE)', path.join(config.dataDir, 'simulator', 'ca.pem'))
+    .action(async (options: { host: string; apnsPort: number; fcmPort: number; latency: number; record: boolean; caFile: string }) => {
+      const keysDir = path.join(config.dataDir, 'simulator');
+      const simulators = await startSimulators({
+        keysDir,
+        host: options.host,
+        apnsPort: options.apnsPort,
+        fcmPort: options.fcmPort,
+        latency: options.latency,
+        record: options.record,
+      });
+      mkdirSync(path.dirname(options.caFile), { recursive: true });
+      writeFileSync(options.caFile, simulators.endpoints.ca!);
+      out(JSON.stringify({ apns: simulators.endpoints.apns, fcm: simulators.endpoints.fcm, caFile: options.caFile, keysDir }));
+      const stop = async () => {
+        await simulators.stop();
+        process.exit(0);
+      };
+      process.on('SIGINT', () => void stop());
+      process.on('SIGTERM', () => void stop());
+    });
 
   program
     .command('migrate')
@@ -113,6 +170,84 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
     .action(async () => {
       const list = await withDatabase(config, adminLogger, listApplications);
       for (const application of list) out(`${application.id}  ${application.createdAt.toISOString()}  ${application.name}`);
+    });
+
+  apps
+    .command('limit')
+    .description("set an application's send rate limit (sends per window), or --default to use the service's")
+    .requiredOption('--app <id>', 'application id')
+    .option('--quota <n>', 'sends allowed per window', positiveInteger)
+    .option('--window <seconds>', 'window length in seconds', positiveInteger)
+    .option('--default', `use the service default (HERALD_SEND_QUOTA per HERALD_SEND_WINDOW_SECONDS: ${config.HERALD_SEND_QUOTA} per ${config.HERALD_SEND_WINDOW_SECONDS} s)`)
+    .action(async (options: { app: string; quota?: number; window?: number; default?: boolean }) => {
+      if (options.default === (options.quota !== undefined)) throw new Error('Give either --quota (and --window) or --default.');
+      const policy = options.default
+        ? null
+        : { quota: options.quota!, windowSeconds: options.window ?? config.HERALD_SEND_WINDOW_SECONDS };
+      await withDatabase(config, adminLogger, async (em) => {
+        if (!(await findApplication(em, options.app))) throw new Error(`No application ${options.app}.`);
+        await setSendPolicy(em, options.app, policy);
+      });
+      out(
+        policy
+          ? `Application ${options.app} may send ${policy.quota} notifications per ${policy.windowSeconds} s.`
+          : `Application ${options.app} uses the default send rate limit.`,
+      );
+    });
+
+  const credentials = program.command('credentials').description("manage an application's APNs and FCM credentials");
+  const keyFor = () => {
+    const key = resolveCredentialsKey(config);
+    if (!key) throw new Error('HERALD_CREDENTIALS_KEY is not set: it encrypts provider credentials at rest.');
+    return key;
+  };
+  credentials
+    .command('set-apns')
+    .description('store APNs token-auth credentials (.p8 key) for an application')
+    .requiredOption('--app <id>', 'application id')
+    .requiredOption('--key-file <path>', 'the .p8 signing key downloaded from Apple')
+    .requiredOption('--key-id <id>', 'the key id')
+    .requiredOption('--team-id <id>', 'the Apple developer team id')
+    .requiredOption('--bundle-id <id>', "the app's bundle id (the apns-topic)")
+    .option('--sandbox', 'use the APNs sandbox (development builds)', false)
+    .action(async (options: { app: string; keyFile: string; keyId: string; teamId: string; bundleId: string; sandbox: boolean }) => {
+      const key = keyFor();
+      const pem = readFileSync(options.keyFile, 'utf8');
+      await withDatabase(config, adminLogger, async (em) => {
+        if (!(await findApplication(em, options.app))) throw new Error(`No application ${options.app}.`);
+        const { keyId, teamId, bundleId, sandbox } = options;
+        await setApnsCredentials(em, options.app, { key: pem, keyId, teamId, bundleId, sandbox }, key);
+      });
+      out(`Stored APNs credentials for application ${options.app}.`);
+    });
+  credentials
+    .command('set-fcm')
+    .description('store FCM credentials (a service account JSON file) for an application')
+    .requiredOption('--app <id>', 'application id')
+    .requiredOption('--service-account <path>', 'the service account key file from the Firebase console')
+    .action(async (options: { app: string; serviceAccount: string }) => {
+      const key = keyFor();
+      const serviceAccount = JSON.parse(readFileSync(options.serviceAccount, 'utf8'));
+      await withDatabase(config, adminLogger, async (em) => {
+        if (!(await findApplication(em, options.app))) throw new Error(`No application ${options.app}.`);
+        await setFcmCredentials(em, options.app, { serviceAccount }, key);
+      });
+      out(`Stored FCM credentials for application ${options.app}.`);
+    });
+  credentials
+    .command('show')
+    .description("show an application's credentials, without their secrets")
+    .requiredOption('--app <id>', 'application id')
+    .action(async (options: { app: string }) => {
+      const list = await withDatabase(config, adminLogger, (em) => listCredentials(em, options.app));
+      if (list.length === 0) out('No credentials: pushes to both platforms are skipped (no_credentials).');
+      for (const credential of list) {
+        const settings = Object.entries(credential.settings).map(([name, value]) => `${name}=${value}`).join(' ');
+        const health = credential.unhealthySince
+          ? `UNHEALTHY since ${credential.unhealthySince.toISOString()}: ${credential.lastError}`
+          : 'healthy';
+        out(`${credential.provider}  ${settings}  updated ${credential.updatedAt.toISOString()}  ${health}`);
+      }
     });
 
   const tokens = program.command('tokens').description('manage API tokens');

@@ -17,6 +17,8 @@ export function ormConfig(clientUrl: string, poolMax = 10) {
     // Entities are small and always read whole; identity-map bookkeeping is the only cost.
     forceUtcTimezone: true,
     debug: false,
+    // Owned by rate-limiter-flexible (created in a migration, not an entity): never diffed away.
+    schemaGenerator: { skipTables: ['rate_limits'] },
     migrations: {
       path: migrationsPath,
       pathTs: migrationsPath,

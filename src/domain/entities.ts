@@ -3,6 +3,7 @@
 // handlers work with ids, not object graphs.
 import { defineEntity, p } from '@mikro-orm/core';
 import { v7 as uuidv7 } from 'uuid';
+import { TextArrayType } from '../db/text-array.ts';
 
 export const platforms = ['ios', 'android'] as const;
 export const installationStatuses = ['active', 'invalid'] as const;
@@ -23,6 +24,9 @@ export const ApplicationSchema = defineEntity({
   properties: {
     id: id(),
     name: p.text(),
+    // Sends allowed per window; null: the service default (config).
+    sendQuota: p.integer().nullable(),
+    sendWindowSeconds: p.integer().nullable(),
     createdAt: now(),
   },
 });
@@ -91,7 +95,7 @@ export const NotificationSchema = defineEntity({
     actionUrl: p.text().nullable(),
     data: p.json<Record<string, unknown>>(),
     options: p.json<Record<string, unknown>>(),
-    userIds: p.array().columnType('text[]'),
+    userIds: p.array().type(TextArrayType).columnType('text[]'),
     createdAt: now(),
     processingStartedAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),
@@ -138,7 +142,10 @@ export const DeliverySchema = defineEntity({
     state: p.enum(deliveryStates),
     reason: p.text().nullable(),
     attempts: p.integer().default(0),
+    // apns-id or the FCM message name of the accepted push: what to quote to Apple or Google.
+    providerMessageId: p.text().nullable(),
     createdAt: now(),
+    lastAttemptAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),
     // First time each event kind was reported: statistics count non-null ones.
     receivedAt: p.datetime().nullable(),
@@ -168,6 +175,30 @@ export const DeliveryEventSchema = defineEntity({
 export class DeliveryEvent extends DeliveryEventSchema.class {}
 DeliveryEventSchema.setClass(DeliveryEvent);
 
+export const providers = ['apns', 'fcm'] as const;
+
+export const ProviderCredentialSchema = defineEntity({
+  name: 'ProviderCredential',
+  tableName: 'provider_credentials',
+  uniques: [{ properties: ['applicationId', 'provider'] }],
+  properties: {
+    id: id(),
+    applicationId: () => belongsTo(Application, 'application_id'),
+    provider: p.enum(providers),
+    // What `credentials show` prints: key id, team id, bundle id, project id, client email.
+    settings: p.json<Record<string, string | boolean>>(),
+    // AES-256-GCM of the secret part (the .p8 key or the service account), see domain/credentials.ts.
+    secret: p.text(),
+    createdAt: now(),
+    updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+    // Set when the provider refused our credentials; cleared by the next accepted push.
+    unhealthySince: p.datetime().nullable(),
+    lastError: p.text().nullable(),
+  },
+});
+export class ProviderCredential extends ProviderCredentialSchema.class {}
+ProviderCredentialSchema.setClass(ProviderCredential);
+
 export type DeviceDetails = {
   app_version: string | null;
   os_version: string | null;
@@ -184,4 +215,5 @@ export const entities = [
   IdempotencyKeySchema,
   DeliverySchema,
   DeliveryEventSchema,
+  ProviderCredentialSchema,
 ];

@@ -6,6 +6,7 @@ import type { PgBoss } from 'pg-boss';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../generated/api.ts';
 import { enqueueFanout } from '../fanout/queue.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
 import { notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { Notification } from './entities.ts';
 import { canonicalUuid, isUuid } from './ids.ts';
@@ -144,16 +145,6 @@ export async function listNotifications(
   const notifications = rows.slice(0, page.limit);
   const hasMore = rows.length > page.limit;
   return { notifications, nextCursor: hasMore ? encodeCursor(notifications[notifications.length - 1].id) : null };
-}
-
-function encodeCursor(id: string): string {
-  return Buffer.from(id).toString('base64url');
-}
-
-function decodeCursor(cursor: string): string {
-  const id = Buffer.from(cursor, 'base64url').toString();
-  if (!isUuid(id)) throw validationFailed({ cursor: ['The cursor is invalid.'] });
-  return id;
 }
 
 const zeroStatistics: Statistics = {

@@ -1,34 +1,52 @@
 // pg-boss lives in the same database as the entities, so a notification and its fanout job
-// commit in one transaction.
-import { fromKysely, PgBoss } from 'pg-boss';
+// commit in one transaction. Queues notify on insert (LISTEN/NOTIFY), so an idle worker wakes at
+// once instead of at its next poll.
+import { fromKysely, PgBoss, type Queue } from 'pg-boss';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../logger.ts';
 
-export const queues = { fanout: 'fanout' } as const;
+export const queues = {
+  fanout: 'fanout',
+  deliver: 'deliver',
+  fanoutFailed: 'fanout_failed',
+  deliverFailed: 'deliver_failed',
+} as const;
 export type FanoutJob = { notificationId: string; applicationId: string };
 
-export async function startBoss(connectionString: string, logger: Logger, options: { worker: boolean }): Promise<PgBoss> {
+export const defaultQueueSchema = 'pgboss';
+
+export async function startBoss(
+  connectionString: string,
+  logger: Logger,
+  options: { worker: boolean; schema?: string },
+): Promise<PgBoss> {
   const boss = new PgBoss({
     connectionString,
-    schema: 'pgboss',
-    max: 5,
-    // Only workers supervise (expire, retry, archive); an API process just enqueues.
+    schema: options.schema ?? defaultQueueSchema,
+    max: options.worker ? 10 : 3,
+    // Only workers supervise (expire, retry, archive) and listen; an API process just enqueues.
     supervise: options.worker,
     schedule: options.worker,
-    superviseIntervalSeconds: 5,
-    monitorIntervalSeconds: 5,
+    useListenNotify: options.worker,
+    // A killed worker's job is retried once its heartbeat is 10 s stale; look every 2 s.
+    superviseIntervalSeconds: 2,
+    monitorIntervalSeconds: 2,
   });
   // An unhandled 'error' event would exit the process.
   boss.on('error', (error) => logger.error({ err: error }, 'job queue error'));
   await boss.start();
-  await boss.createQueue(queues.fanout, {
-    retryLimit: 5,
-    retryDelay: 2,
-    retryBackoff: true,
-    retryDelayMax: 60,
-    expireInSeconds: 300,
-    heartbeatSeconds: 10,
-  });
+  // createQueue leaves an existing queue as it was; updateQueue brings it to these options.
+  const ensureQueue = async (name: string, options: Omit<Queue, 'name' | 'policy'>) => {
+    await boss.createQueue(name, options);
+    await boss.updateQueue(name, options);
+  };
+  for (const deadLetter of [queues.fanoutFailed, queues.deliverFailed]) {
+    await ensureQueue(deadLetter, { retryLimit: 3, retryDelay: 5 });
+  }
+  const retried = { retryDelay: 1, retryBackoff: true, retryDelayMax: 30, heartbeatSeconds: 10, notify: true };
+  await ensureQueue(queues.fanout, { ...retried, retryLimit: 5, deadLetter: queues.fanoutFailed, expireInSeconds: 300 });
+  // Pushes have their own retry schedule (jobs.ts); a job retry only covers a crash or an outage.
+  await ensureQueue(queues.deliver, { ...retried, retryLimit: 8, deadLetter: queues.deliverFailed, expireInSeconds: 120 });
   return boss;
 }
 

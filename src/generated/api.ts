@@ -112,6 +112,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/notifications/{notificationId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The notification's `id`.
+                 * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
+                 */
+                notificationId: components["parameters"]["NotificationId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a notification's deliveries
+         * @description One row per installation the fanout considered, in fanout order: its outcome
+         *     (`pending`, `accepted`, `failed`, `skipped`), why a push failed or was skipped, how many
+         *     attempts it took, and when the app reported it received, displayed, opened or dismissed.
+         *     Filter by `user_id` to answer "why didn't user X get it". Empty until the fanout ran.
+         */
+        get: operations["listDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events": {
         parameters: {
             query?: never;
@@ -476,6 +505,54 @@ export interface components {
         NotificationPage: {
             /** @description Newest first. */
             data: components["schemas"]["Notification"][];
+            meta: {
+                /** @description Pass as `cursor` for the next page; null on the last page. */
+                next_cursor: string | null;
+            };
+        };
+        /**
+         * @description `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
+         *     (the provider's, or `expired`, `provider_credentials`, `attempts_exhausted`...);
+         *     `skipped` with a reason (`permission_denied`, `permission_not_determined`,
+         *     `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`).
+         * @enum {string}
+         */
+        DeliveryState: "pending" | "accepted" | "failed" | "skipped";
+        Delivery: {
+            /**
+             * Format: uuid
+             * @description The `delivery_id` the push carries and events report on.
+             */
+            id: string;
+            /** @description The client's installation identifier. */
+            installation_id: string;
+            user_id: string | null;
+            platform: components["schemas"]["Platform"];
+            state: components["schemas"]["DeliveryState"];
+            reason: string | null;
+            attempts: number;
+            /** @description The `apns-id` or FCM message name of an accepted push. */
+            provider_message_id: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            /** Format: date-time */
+            completed_at: string | null;
+            /**
+             * Format: date-time
+             * @description When the app first reported it received (likewise for the three below).
+             */
+            received_at: string | null;
+            /** Format: date-time */
+            displayed_at: string | null;
+            /** Format: date-time */
+            opened_at: string | null;
+            /** Format: date-time */
+            dismissed_at: string | null;
+        };
+        DeliveryPage: {
+            data: components["schemas"]["Delivery"][];
             meta: {
                 /** @description Pass as `cursor` for the next page; null on the last page. */
                 next_cursor: string | null;
@@ -981,6 +1058,90 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidPathParameter"];
+        };
+    };
+    listDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `meta.next_cursor` of the previous page; leave out for the first page. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Only this user's installations. */
+                user_id?: string;
+                /** @description Only deliveries in this state. */
+                state?: components["schemas"]["DeliveryState"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The notification's `id`.
+                 * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
+                 */
+                notificationId: components["parameters"]["NotificationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "01a200d8-65cc-7098-8952-55f182919b55",
+                     *           "installation_id": "iphone-7f3a",
+                     *           "user_id": "user-42",
+                     *           "platform": "ios",
+                     *           "state": "failed",
+                     *           "reason": "Unregistered",
+                     *           "attempts": 1,
+                     *           "provider_message_id": null,
+                     *           "created_at": "2026-11-02T10:00:00.052Z",
+                     *           "last_attempt_at": "2026-11-02T10:00:00.060Z",
+                     *           "completed_at": "2026-11-02T10:00:00.091Z",
+                     *           "received_at": null,
+                     *           "displayed_at": null,
+                     *           "opened_at": null,
+                     *           "dismissed_at": null
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "next_cursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DeliveryPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description A path or query parameter breaks its constraints, or `cursor` is not one this service issued. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "The cursor is invalid.",
+                     *       "errors": {
+                     *         "cursor": [
+                     *           "The cursor is invalid."
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
         };
     };
     reportEvent: {

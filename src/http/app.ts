@@ -7,7 +7,9 @@ import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
 import type { Logger } from '../logger.ts';
 import { bearerAuth } from './auth.ts';
+import type { SendLimiter, SendPolicy } from '../domain/rate-limits.ts';
 import { errorHandler } from './errors.ts';
+import { sendRateLimit } from './rate-limit.ts';
 import { refuseNulCharacters } from './nul-characters.ts';
 import { eventsRouter } from './routes/events.ts';
 import { installationsRouter } from './routes/installations.ts';
@@ -21,6 +23,8 @@ export type AppOptions = {
   document: Record<string, unknown>;
   bodyLimit: string;
   validateResponses: boolean;
+  sendLimiter: SendLimiter;
+  defaultSendPolicy: SendPolicy;
 };
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -64,7 +68,7 @@ export function createApp(options: AppOptions): Express {
   app.use(refuseNulCharacters);
   app.use(systemRouter(orm, document));
   app.use(installationsRouter(orm));
-  app.use(notificationsRouter(orm, boss));
+  app.use(notificationsRouter(orm, boss, sendRateLimit(orm, options.sendLimiter, options.defaultSendPolicy)));
   app.use(eventsRouter(orm));
   app.use(errorHandler);
   return app;

@@ -3,7 +3,9 @@
 import type { Express } from 'express';
 import type { PgBoss } from 'pg-boss';
 import { migrate, openOrm, type Orm } from '../../src/db/orm.ts';
+import pg from 'pg';
 import { createApplication, createToken } from '../../src/domain/applications.ts';
+import { createSendLimiter, type SendPolicy } from '../../src/domain/rate-limits.ts';
 import { startBoss } from '../../src/fanout/queue.ts';
 import { createApp } from '../../src/http/app.ts';
 import { loadDocument } from '../../src/http/document.ts';
@@ -31,12 +33,15 @@ export function databaseUrl(): string {
   return url;
 }
 
-export async function startHarness(options: { logger?: Logger; bodyLimit?: string } = {}): Promise<Harness> {
+export async function startHarness(
+  options: { logger?: Logger; bodyLimit?: string; sendPolicy?: SendPolicy; queueSchema?: string } = {},
+): Promise<Harness> {
   const url = databaseUrl();
   const logger = options.logger ?? createLogger('silent');
   const orm = await openOrm(url, 5);
   await migrate(orm);
-  const boss = await startBoss(url, logger, { worker: false });
+  const boss = await startBoss(url, logger, { worker: false, schema: options.queueSchema });
+  const limiterPool = new pg.Pool({ connectionString: url, max: 2 });
   const app = createApp({
     orm,
     boss,
@@ -44,6 +49,8 @@ export async function startHarness(options: { logger?: Logger; bodyLimit?: strin
     document: loadDocument(),
     bodyLimit: options.bodyLimit ?? '1mb',
     validateResponses: true,
+    sendLimiter: createSendLimiter(limiterPool),
+    defaultSendPolicy: options.sendPolicy ?? { quota: 100_000, windowSeconds: 60 },
   });
   return {
     app,
@@ -61,6 +68,7 @@ export async function startHarness(options: { logger?: Logger; bodyLimit?: strin
     },
     async close() {
       await boss.stop({ graceful: false });
+      await limiterPool.end();
       await orm.close();
     },
   };

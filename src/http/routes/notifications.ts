@@ -1,4 +1,4 @@
-import { Router } from 'express';
+import { Router, type RequestHandler } from 'express';
 import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../../db/orm.ts';
 import {
@@ -7,14 +7,15 @@ import {
   notificationViews,
   sendNotification,
 } from '../../domain/notifications.ts';
+import { deliveryView, listDeliveries, type DeliveryView } from '../../domain/deliveries.ts';
 import { principalOf } from '../auth.ts';
 
 const defaultPageSize = 25;
 
-export function notificationsRouter(orm: Orm, boss: PgBoss): Router {
+export function notificationsRouter(orm: Orm, boss: PgBoss, rateLimit: RequestHandler): Router {
   const router = Router();
 
-  router.post('/api/v1/notifications', async (req, res) => {
+  router.post('/api/v1/notifications', rateLimit, async (req, res) => {
     const { applicationId } = principalOf(req);
     const em = orm.em.fork();
     const { notification, accepted } = await sendNotification(em, boss, {
@@ -42,6 +43,17 @@ export function notificationsRouter(orm: Orm, boss: PgBoss): Router {
     const notification = await findNotification(em, applicationId, req.params.notificationId);
     const [data] = await notificationViews(em, [notification]);
     res.json({ data });
+  });
+
+  router.get('/api/v1/notifications/:notificationId/deliveries', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    const { deliveries, nextCursor } = await listDeliveries(orm.em.fork(), applicationId, req.params.notificationId, {
+      limit: req.query.limit === undefined ? defaultPageSize : Number(req.query.limit),
+      cursor: typeof req.query.cursor === 'string' ? req.query.cursor : undefined,
+      userId: typeof req.query.user_id === 'string' ? req.query.user_id : undefined,
+      state: typeof req.query.state === 'string' ? (req.query.state as DeliveryView['state']) : undefined,
+    });
+    res.json({ data: deliveries.map(deliveryView), meta: { next_cursor: nextCursor } });
   });
 
   return router;

@@ -1,0 +1,53 @@
+// Reading a notification's deliveries: the per-installation answer to "why didn't X get it".
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { components } from '../generated/api.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
+import { Delivery } from './entities.ts';
+import { findNotification } from './notifications.ts';
+
+export type DeliveryView = components['schemas']['Delivery'];
+
+export async function listDeliveries(
+  em: EntityManager,
+  applicationId: string,
+  notificationId: string,
+  page: { limit: number; cursor?: string; userId?: string; state?: DeliveryView['state'] },
+): Promise<{ deliveries: Delivery[]; nextCursor: string | null }> {
+  const notification = await findNotification(em, applicationId, notificationId);
+  const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
+  const rows = await em.find(
+    Delivery,
+    {
+      notificationId: notification.id,
+      ...(after ? { id: { $gt: after } } : {}),
+      ...(page.userId !== undefined ? { userId: page.userId } : {}),
+      ...(page.state !== undefined ? { state: page.state } : {}),
+    },
+    { orderBy: { id: 'asc' }, limit: page.limit + 1 },
+  );
+  const deliveries = rows.slice(0, page.limit);
+  const nextCursor = rows.length > page.limit ? encodeCursor(deliveries[deliveries.length - 1].id) : null;
+  return { deliveries, nextCursor };
+}
+
+const iso = (date: Date | null | undefined) => date?.toISOString() ?? null;
+
+export function deliveryView(delivery: Delivery): DeliveryView {
+  return {
+    id: delivery.id,
+    installation_id: delivery.clientInstallationId,
+    user_id: delivery.userId ?? null,
+    platform: delivery.platform,
+    state: delivery.state,
+    reason: delivery.reason ?? null,
+    attempts: delivery.attempts,
+    provider_message_id: delivery.providerMessageId ?? null,
+    created_at: delivery.createdAt.toISOString(),
+    last_attempt_at: iso(delivery.lastAttemptAt),
+    completed_at: iso(delivery.completedAt),
+    received_at: iso(delivery.receivedAt),
+    displayed_at: iso(delivery.displayedAt),
+    opened_at: iso(delivery.openedAt),
+    dismissed_at: iso(delivery.dismissedAt),
+  };
+}

@@ -1,0 +1,103 @@
+// The rules of fanout and delivery, free of I/O so that they can be tested directly: who gets a
+// push, how long a push may wait, how retries back off, and what a notification ends as.
+import type { Notification } from './entities.ts';
+import type { PushContent } from './payloads.ts';
+
+export type Candidate = {
+  id: string;
+  installationId: string;
+  userId: string;
+  platform: 'ios' | 'android';
+  providerIdentifier: string;
+  permission: string;
+  lastSeenAt: Date;
+};
+
+export type SkipReason = 'permission_denied' | 'permission_not_determined' | 'no_credentials' | 'duplicate_identifier';
+export type Classified = Candidate & { state: 'pending' | 'skipped'; reason: SkipReason | null };
+
+export function isDataOnly(content: PushContent): boolean {
+  return !content.notification.title && !content.notification.body;
+}
+
+/**
+ * Every active installation of the target users is considered; each becomes a pending delivery
+ * or a skipped one with its reason. One device gets one push: when installations share an
+ * identifier, the most recently seen one keeps it.
+ */
+export function classify(
+  candidates: Candidate[],
+  context: { dataOnly: boolean; platformsWithCredentials: ReadonlySet<string> },
+): Classified[] {
+  const skipReason = (candidate: Candidate): SkipReason | null => {
+    if (candidate.permission === 'denied') return 'permission_denied';
+    // iOS shows nothing before the user answers the prompt, but silent pushes still arrive.
+    if (candidate.platform === 'ios' && candidate.permission === 'not_determined' && !context.dataOnly) {
+      return 'permission_not_determined';
+    }
+    if (!context.platformsWithCredentials.has(candidate.platform)) return 'no_credentials';
+    return null;
+  };
+  const classified = candidates.map((candidate) => {
+    const reason = skipReason(candidate);
+    return { ...candidate, state: reason ? ('skipped' as const) : ('pending' as const), reason };
+  });
+  const newestFirst = [...classified].sort((a, b) => b.lastSeenAt.getTime() - a.lastSeenAt.getTime());
+  const claimed = new Set<string>();
+  for (const delivery of newestFirst) {
+    if (delivery.state !== 'pending') continue;
+    const device = `${delivery.platform}:${delivery.providerIdentifier}`;
+    if (claimed.has(device)) {
+      delivery.state = 'skipped';
+      delivery.reason = 'duplicate_identifier';
+    } else {
+      claimed.add(device);
+    }
+  }
+  return classified;
+}
+
+/** Pushes that have not been sent after this many attempts fail with their last reason. */
+export const maxAttempts = 6;
+const maxDelaySeconds = 300;
+
+/** Exponential backoff (1, 2, 4 … 300 s, ±20 % jitter), never sooner than the provider asked. */
+export function retryDelaySeconds(attempt: number, retryAfterSeconds?: number, random = Math.random): number {
+  const backoff = Math.min(maxDelaySeconds, 2 ** Math.max(0, attempt - 1));
+  const jittered = backoff * (0.8 + 0.4 * random());
+  return Math.ceil(Math.max(jittered, retryAfterSeconds ?? 0));
+}
+
+export function ttlSeconds(notification: Pick<Notification, 'options'>): number | undefined {
+  const ttl = notification.options.ttl;
+  return typeof ttl === 'number' ? ttl : undefined;
+}
+
+/** When the push stops being worth delivering: created_at + ttl (the time queued counts). */
+export function expiresAt(notification: Pick<Notification, 'options' | 'createdAt'>): Date | null {
+  const ttl = ttlSeconds(notification);
+  return ttl === undefined ? null : new Date(notification.createdAt.getTime() + ttl * 1000);
+}
+
+/**
+ * Whether an attempt may still be made. A ttl of 0 means "now or never": one attempt, no retry.
+ * `atSeconds` lets a retry be judged at the time it would run.
+ */
+export function mayAttempt(
+  notification: Pick<Notification, 'options' | 'createdAt'>,
+  attempt: number,
+  at: Date = new Date(),
+): boolean {
+  const ttl = ttlSeconds(notification);
+  if (ttl === undefined) return true;
+  if (ttl === 0) return attempt <= 1;
+  return at.getTime() <= notification.createdAt.getTime() + ttl * 1000;
+}
+
+export type FinalStatus = 'completed' | 'partial' | 'failed';
+
+/** Skipped deliveries are nobody's failure: they do not make a notification partial. */
+export function finalStatus(counts: { accepted: number; failed: number }): FinalStatus {
+  if (counts.failed === 0) return 'completed';
+  return counts.accepted > 0 ? 'partial' : 'failed';
+}

@@ -1,0 +1,66 @@
+// Per-application send quotas: a fixed window per application, counted in Postgres so that every
+// API process shares it (rate-limiter-flexible's Postgres store).
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type pg from 'pg';
+import { RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
+import { Application } from './entities.ts';
+
+export type SendPolicy = { quota: number; windowSeconds: number };
+export type SendAllowance = SendPolicy & { allowed: boolean; remaining: number; resetSeconds: number };
+
+export async function sendPolicy(em: EntityManager, applicationId: string, fallback: SendPolicy): Promise<SendPolicy> {
+  const application = await em.findOne(Application, { id: applicationId }, { fields: ['sendQuota', 'sendWindowSeconds'] });
+  return {
+    quota: application?.sendQuota ?? fallback.quota,
+    windowSeconds: application?.sendWindowSeconds ?? fallback.windowSeconds,
+  };
+}
+
+export async function setSendPolicy(em: EntityManager, applicationId: string, policy: SendPolicy | null): Promise<void> {
+  await em.nativeUpdate(
+    Application,
+    { id: applicationId },
+    { sendQuota: policy?.quota ?? null, sendWindowSeconds: policy?.windowSeconds ?? null },
+  );
+}
+
+export type SendLimiter = { consume(applicationId: string, policy: SendPolicy): Promise<SendAllowance> };
+
+export function createSendLimiter(pool: pg.Pool): SendLimiter {
+  // One limiter per distinct policy; they share the table, keyed by policy and application so a
+  // changed policy starts a fresh window.
+  const limiters = new Map<string, RateLimiterPostgres>();
+  const limiterFor = (policy: SendPolicy) => {
+    const name = `send:${policy.quota}:${policy.windowSeconds}`;
+    let limiter = limiters.get(name);
+    if (!limiter) {
+      limiter = new RateLimiterPostgres({
+        storeClient: pool,
+        storeType: 'pool',
+        tableName: 'rate_limits',
+        tableCreated: true,
+        keyPrefix: name,
+        points: policy.quota,
+        duration: policy.windowSeconds,
+      });
+      limiters.set(name, limiter);
+    }
+    return limiter;
+  };
+  return {
+    async consume(applicationId, policy) {
+      const allowance = (res: RateLimiterRes, allowed: boolean): SendAllowance => ({
+        ...policy,
+        allowed,
+        remaining: res.remainingPoints,
+        resetSeconds: Math.max(0, Math.ceil(res.msBeforeNext / 1000)),
+      });
+      try {
+        return allowance(await limiterFor(policy).consume(applicationId), true);
+      } catch (rejection) {
+        if (rejection instanceof RateLimiterRes) return allowance(rejection, false);
+        throw rejection;
+      }
+    },
+  };
+}

@@ -1,0 +1,252 @@
+// The two jobs behind a send. Fanout: resolve the target users' installations, write one delivery
+// row each and queue deliver batches, all in one transaction. Deliver: push a batch, record the
+// outcomes, retry the transient ones later, and close the notification when nothing is pending.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { fromKysely, type PgBoss } from 'pg-boss';
+import { v7 as uuidv7 } from 'uuid';
+import { markHealthy, markUnhealthy } from '../domain/credentials.ts';
+import { Notification, ProviderCredential } from '../domain/entities.ts';
+import {
+  classify,
+  expiresAt,
+  finalStatus,
+  isDataOnly,
+  mayAttempt,
+  maxAttempts,
+  retryDelaySeconds,
+} from '../domain/fanout.ts';
+import type { PushContent } from '../domain/payloads.ts';
+import type { Logger } from '../logger.ts';
+import type { Push, PushOutcome } from '../providers/provider.ts';
+import { providerOf, type ProviderClients } from './clients.ts';
+import { queues, type FanoutJob } from './queue.ts';
+import {
+  claimPending,
+  completeNotification,
+  deliveryCounts,
+  insertDeliveries,
+  invalidateInstallations,
+  recordResults,
+  startProcessing,
+  targetInstallations,
+  type ClaimedDelivery,
+  type DeliveryResult,
+  type Invalidation,
+} from './sql.ts';
+
+export type DeliverJob = {
+  notificationId: string;
+  applicationId: string;
+  platform: 'ios' | 'android';
+  deliveryIds: string[];
+};
+
+export type JobContext = {
+  boss: PgBoss;
+  clients: ProviderClients;
+  logger: Logger;
+  /** Pushes per deliver job: one provider round of sends. */
+  batchSize: number;
+};
+
+export function pushContent(notification: Notification): PushContent {
+  return {
+    notification: {
+      title: notification.title ?? null,
+      body: notification.body ?? null,
+      image_url: notification.imageUrl ?? null,
+      action_url: notification.actionUrl ?? null,
+    },
+    data: notification.data,
+    options: notification.options,
+  };
+}
+
+function chunk<T>(items: T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
+  return chunks;
+}
+
+export async function runFanout(em: EntityManager, context: JobContext, job: FanoutJob): Promise<void> {
+  await em.fork().transactional(async (tx) => {
+    // Everything below commits together: a re-run after a crash either sees it all or redoes it all.
+    if (!(await startProcessing(tx, job.notificationId))) return;
+    const notification = await tx.findOneOrFail(Notification, { id: job.notificationId });
+    const candidates = await targetInstallations(tx, job.applicationId, notification.userIds);
+    const credentials = await tx.find(ProviderCredential, { applicationId: job.applicationId }, { fields: ['provider'] });
+    const providers = new Set<string>(credentials.map((credential) => credential.provider));
+    const platformsWithCredentials = new Set(
+      Object.entries(providerOf)
+        .filter(([, provider]) => providers.has(provider))
+        .map(([platform]) => platform),
+    );
+    const classified = classify(candidates, { dataOnly: isDataOnly(pushContent(notification)), platformsWithCredentials });
+    const deliveries = classified.map((delivery) => ({ ...delivery, deliveryId: uuidv7() }));
+    await insertDeliveries(tx, job.applicationId, job.notificationId, deliveries);
+
+    const batches: DeliverJob[] = [];
+    for (const platform of ['ios', 'android'] as const) {
+      const pending = deliveries.filter((d) => d.state === 'pending' && d.platform === platform).map((d) => d.deliveryId);
+      for (const deliveryIds of chunk(pending, context.batchSize)) {
+        batches.push({ notificationId: job.notificationId, applicationId: job.applicationId, platform, deliveryIds });
+      }
+    }
+    if (batches.length === 0) {
+      await completeNotification(tx, job.notificationId, 'completed');
+      return;
+    }
+    await context.boss.insert(
+      queues.deliver,
+      batches.map((data) => ({ data })),
+      { db: fromKysely(tx.getKysely()) },
+    );
+  });
+}
+
+/** What a fanout that failed for good leaves: a failed notification, not a queued one forever. */
+export async function failFanout(em: EntityManager, job: FanoutJob): Promise<void> {
+  await completeNotification(em.fork(), job.notificationId, 'failed');
+}
+
+type Attempt = { results: DeliveryResult[]; invalidations: Invalidation[]; retry: string[]; retryAfter: number };
+
+function settle(
+  notification: Notification,
+  claimed: ClaimedDelivery[],
+  outcomes: PushOutcome[],
+  pushes: Map<string, ClaimedDelivery>,
+): Attempt {
+  const attempt: Attempt = { results: [], invalidations: [], retry: [], retryAfter: 0 };
+  const fail = (deliveryId: string, reason: string) =>
+    attempt.results.push({ deliveryId, state: 'failed', reason, providerMessageId: null });
+  for (const outcome of outcomes) {
+    const delivery = pushes.get(outcome.deliveryId)!;
+    switch (outcome.kind) {
+      case 'accepted':
+        attempt.results.push({
+          deliveryId: outcome.deliveryId,
+          state: 'accepted',
+          reason: null,
+          providerMessageId: outcome.providerId ?? null,
+        });
+        break;
+      case 'invalid_token':
+        fail(outcome.deliveryId, outcome.reason);
+        attempt.invalidations.push({
+          installationId: delivery.installationId!,
+          token: delivery.token!,
+          reason: outcome.reason,
+          providerTimestamp: outcome.invalidatedAt ?? null,
+        });
+        break;
+      case 'rejected':
+        fail(outcome.deliveryId, outcome.reason);
+        break;
+      case 'credentials':
+        fail(outcome.deliveryId, 'provider_credentials');
+        break;
+      case 'transient': {
+        const delay = retryDelaySeconds(delivery.attempts, outcome.retryAfterSeconds);
+        const retryAt = new Date(Date.now() + delay * 1000);
+        if (delivery.attempts >= maxAttempts) fail(outcome.deliveryId, outcome.reason);
+        else if (!mayAttempt(notification, delivery.attempts + 1, retryAt)) fail(outcome.deliveryId, 'expired');
+        else {
+          attempt.retry.push(outcome.deliveryId);
+          attempt.retryAfter = Math.max(attempt.retryAfter, delay);
+        }
+        break;
+      }
+    }
+  }
+  // A delivery the provider gave no outcome for is retried like a transient error.
+  for (const delivery of claimed) {
+    if (!outcomes.some((outcome) => outcome.deliveryId === delivery.deliveryId)) attempt.retry.push(delivery.deliveryId);
+  }
+  return attempt;
+}
+
+export async function runDeliver(em: EntityManager, context: JobContext, job: DeliverJob): Promise<void> {
+  const db = em.fork();
+  const notification = await db.findOne(Notification, { id: job.notificationId });
+  if (!notification) return;
+  const claimed = await claimPending(db, job.deliveryIds);
+  const results: DeliveryResult[] = [];
+  const skip = (deliveryId: string, reason: string) => results.push({ deliveryId, state: 'skipped', reason, providerMessageId: null });
+  const fail = (deliveryId: string, reason: string) => results.push({ deliveryId, state: 'failed', reason, providerMessageId: null });
+
+  const sendable: ClaimedDelivery[] = [];
+  for (const delivery of claimed) {
+    if (!delivery.installationId || !delivery.token) skip(delivery.deliveryId, 'installation_deleted');
+    else if (delivery.installationStatus !== 'active') skip(delivery.deliveryId, 'installation_invalid');
+    else if (delivery.attempts > maxAttempts) fail(delivery.deliveryId, 'attempts_exhausted');
+    else if (!mayAttempt(notification, delivery.attempts)) fail(delivery.deliveryId, 'expired');
+    else sendable.push(delivery);
+  }
+
+  let attempt: Attempt = { results: [], invalidations: [], retry: [], retryAfter: 0 };
+  if (sendable.length > 0) {
+    const client = await context.clients.get(db, job.applicationId, providerOf[job.platform]);
+    if (!client) {
+      for (const delivery of sendable) skip(delivery.deliveryId, 'no_credentials');
+    } else {
+      const content = pushContent(notification);
+      const expiry = expiresAt(notification);
+      const pushes: Push[] = sendable.map((delivery) => ({
+        deliveryId: delivery.deliveryId,
+        notificationId: notification.id,
+        token: delivery.token!,
+        content,
+        expiresAt: expiry,
+      }));
+      let outcomes: PushOutcome[];
+      try {
+        outcomes = await client.provider.send(pushes);
+      } catch (error) {
+        // The adapters map provider errors to outcomes; anything thrown is retried like a 5xx.
+        context.logger.error({ err: error, notificationId: job.notificationId }, 'provider send failed');
+        outcomes = pushes.map((push) => ({ deliveryId: push.deliveryId, kind: 'transient', reason: 'send_error' }));
+      }
+      attempt = settle(notification, sendable, outcomes, new Map(sendable.map((d) => [d.deliveryId, d])));
+      const refused = outcomes.find((outcome) => outcome.kind === 'credentials');
+      if (refused) {
+        await markUnhealthy(db, client.credentialId, refused.reason);
+        context.logger.error({ applicationId: job.applicationId, provider: providerOf[job.platform], reason: refused.reason }, 'provider refused the credentials');
+      } else if (outcomes.some((outcome) => outcome.kind === 'accepted')) {
+        await markHealthy(db, client.credentialId);
+      }
+    }
+  }
+
+  await db.transactional(async (tx) => {
+    await recordResults(tx, [...results, ...attempt.results]);
+    await invalidateInstallations(tx, attempt.invalidations);
+    if (attempt.retry.length > 0) {
+      await context.boss.send(
+        queues.deliver,
+        { ...job, deliveryIds: attempt.retry } satisfies DeliverJob,
+        { startAfter: attempt.retryAfter, db: fromKysely(tx.getKysely()) },
+      );
+    }
+  });
+  await completeIfDone(db, job.notificationId);
+}
+
+/** A deliver job that failed for good (its retries exhausted): its pushes fail, the notification closes. */
+export async function failDeliver(em: EntityManager, job: DeliverJob): Promise<void> {
+  const db = em.fork();
+  await recordResults(
+    db,
+    job.deliveryIds.map((deliveryId) => ({ deliveryId, state: 'failed', reason: 'internal_error', providerMessageId: null })),
+  );
+  await completeIfDone(db, job.notificationId);
+}
+
+/**
+ * Run after the batch's outcomes are committed: whichever batch commits last sees no pending
+ * delivery and closes the notification; completeNotification makes a concurrent second call a no-op.
+ */
+async function completeIfDone(em: EntityManager, notificationId: string): Promise<void> {
+  const counts = await deliveryCounts(em, notificationId);
+  if (counts.pending === 0) await completeNotification(em, notificationId, finalStatus(counts));
+}

@@ -1,0 +1,49 @@
+// The worker role: consumes fanout and deliver jobs (and their dead letters) until stopped.
+import type { PgBoss } from 'pg-boss';
+import type { Orm } from '../db/orm.ts';
+import type { Logger } from '../logger.ts';
+import type { ProviderClients } from './clients.ts';
+import { failDeliver, failFanout, runDeliver, runFanout, type DeliverJob, type JobContext } from './jobs.ts';
+import { queues, type FanoutJob } from './queue.ts';
+
+export type WorkerOptions = {
+  orm: Orm;
+  boss: PgBoss;
+  clients: ProviderClients;
+  logger: Logger;
+  /** Deliver jobs run at once by this process. */
+  concurrency: number;
+  batchSize: number;
+};
+
+export async function startWorkers(options: WorkerOptions): Promise<void> {
+  const { orm, boss, logger } = options;
+  const context: JobContext = { boss, clients: options.clients, logger, batchSize: options.batchSize };
+  // The polling interval is only a backstop: NOTIFY wakes the workers when a job is inserted.
+  const polling = { pollingIntervalSeconds: 0.5, notifyPollingIntervalSeconds: 2 };
+
+  // pg-boss records a handler's error on the job and retries it; the log says it happened.
+  const logged = <T extends { notificationId: string }>(queue: string, run: (data: T) => Promise<void>) =>
+    async ([job]: { id: string; data: T }[]) => {
+      try {
+        await run(job.data);
+      } catch (error) {
+        logger.error({ err: error, queue, jobId: job.id, notificationId: job.data.notificationId }, 'job failed; it will be retried');
+        throw error;
+      }
+    };
+  await boss.work<FanoutJob>(queues.fanout, { ...polling, localConcurrency: 2 }, logged(queues.fanout, (data) => runFanout(orm.em, context, data)));
+  await boss.work<DeliverJob>(
+    queues.deliver,
+    { ...polling, localConcurrency: options.concurrency },
+    logged(queues.deliver, (data) => runDeliver(orm.em, context, data)),
+  );
+  await boss.work<FanoutJob>(queues.fanoutFailed, polling, async ([job]) => {
+    logger.error({ notificationId: job.data.notificationId }, 'fanout failed for good');
+    await failFanout(orm.em, job.data);
+  });
+  await boss.work<DeliverJob>(queues.deliverFailed, polling, async ([job]) => {
+    logger.error({ notificationId: job.data.notificationId, deliveries: job.data.deliveryIds.length }, 'delivery batch failed for good');
+    await failDeliver(orm.em, job.data);
+  });
+}

@@ -1,0 +1,48 @@
+// Small pieces both providers use.
+import type { Push, PushOutcome, PushProvider } from './provider.ts';
+
+/**
+ * At most `limit` calls of the returned function run at once, across all its callers: a provider
+ * is shared by concurrent deliver jobs, and the cap protects its connection, not one batch.
+ */
+export function createLimiter(limit: number): <T>(fn: () => Promise<T>) => Promise<T> {
+  let active = 0;
+  const waiting: (() => void)[] = [];
+  return async (fn) => {
+    if (active < limit) active += 1;
+    // A finishing call hands its slot straight to the next waiter, so `active` never overshoots.
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+    try {
+      return await fn();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else active -= 1;
+    }
+  };
+}
+
+/** Counts by kind, for one log line per batch (never tokens). */
+export function summarize(outcomes: PushOutcome[]): Record<PushOutcome['kind'], number> {
+  const counts = { accepted: 0, invalid_token: 0, rejected: 0, credentials: 0, transient: 0 };
+  for (const outcome of outcomes) counts[outcome.kind] += 1;
+  return counts;
+}
+
+/** A provider whose credentials cannot even be loaded: every push fails without touching a device. */
+export function unusableProvider(reason: string): PushProvider {
+  return {
+    send: async (pushes: Push[]) => pushes.map((push) => ({ deliveryId: push.deliveryId, kind: 'credentials', reason })),
+    close: async () => undefined,
+  };
+}
+
+/** `Retry-After` as seconds: delta-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(value: unknown, now = Date.now()): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (typeof text !== 'string' && typeof text !== 'number') return undefined;
+  const trimmed = String(text).trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed);
+  const date = Date.parse(trimmed);
+  return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - now) / 1000));
+}

@@ -1,0 +1,47 @@
+// Herald as separate OS processes (crash and multi-process tests): started on the run's
+// database, ready once their "API listening" log line names the port.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { databaseUrl } from './harness.ts';
+
+export type HeraldProcess = { child: ChildProcess; port: number | null; logs: string[]; stop(signal?: NodeJS.Signals): Promise<void> };
+
+export async function startHerald(
+  args: string[],
+  env: Record<string, string> = {},
+  ready: (line: string) => boolean = (line) => line.includes('API listening'),
+): Promise<HeraldProcess> {
+  const child = spawn(process.execPath, ['src/cli/main.ts', ...args], {
+    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'info', PORT: '0', HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  let port: number | null = null;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`herald ${args.join(' ')} did not start:\n${logs.join('\n')}`)), 20_000);
+    child.once('exit', (code) => reject(new Error(`herald ${args.join(' ')} exited with ${code}:\n${logs.join('\n')}`)));
+    for (const stream of [child.stdout!, child.stderr!]) {
+      createInterface({ input: stream }).on('line', (line) => {
+        logs.push(line);
+        const listening = /"msg":"API listening"/.test(line) ? JSON.parse(line).address?.port : undefined;
+        if (listening) port = listening;
+        if (ready(line)) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    }
+  });
+  return {
+    child,
+    get port() {
+      return port;
+    },
+    logs,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
+    },
+  };
+}
