@@ -101,7 +101,8 @@ export async function startService(
 ): Promise<Service> {
   const database = await openDatabase(config, logger, { ownEmbedded: true });
   const key = resolveCredentialsKey(config);
-  await assertCredentialsReadable(database.orm.em.fork(), key);
+  // Only workers open credentials; an API process has no use for the key.
+  if (roles.worker) await assertCredentialsReadable(database.orm.em.fork(), key);
   const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA });
   let clients: ProviderClients | null = null;
   if (roles.worker) {

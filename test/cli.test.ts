@@ -6,12 +6,14 @@ import { databaseUrl, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
 
-async function herald(...args: string[]): Promise<string> {
+async function heraldWith(env: Record<string, string>, ...args: string[]): Promise<string> {
   const { stdout } = await run(process.execPath, ['src/cli/main.ts', ...args], {
-    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'warn' },
+    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'warn', ...env },
   });
   return stdout;
 }
+
+const herald = (...args: string[]) => heraldWith({}, ...args);
 
 let harness: Harness;
 beforeAll(async () => {
@@ -64,4 +66,39 @@ test('an unknown application is a clear error, not a stack trace', async () => {
 test('--help lists the commands', async () => {
   const help = await herald('--help');
   for (const command of ['start', 'serve', 'work', 'migrate', 'apps', 'tokens']) expect(help).toContain(command);
+});
+
+test('credentials are set from files and shown without their secrets; a send limit is set per application', async () => {
+  const { writeFileSync, mkdtempSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const { randomBytes, generateKeyPairSync } = await import('node:crypto');
+  const dir = mkdtempSync(path.join(tmpdir(), 'herald-cli-'));
+  const p8 = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  writeFileSync(path.join(dir, 'key.p8'), p8);
+  writeFileSync(
+    path.join(dir, 'sa.json'),
+    JSON.stringify({ type: 'service_account', project_id: 'proj-1', client_email: 'svc@proj-1.iam.gserviceaccount.com', private_key: rsa }),
+  );
+  const appId = /Created application (\S+)/.exec(await herald('apps', 'create', '--name', 'creds'))![1];
+  const env = { HERALD_CREDENTIALS_KEY: randomBytes(32).toString('base64') };
+
+  await heraldWith(env, 'credentials', 'set-apns', '--app', appId, '--key-file', path.join(dir, 'key.p8'), '--key-id', 'ABC123DEFG', '--team-id', 'TEAM98765', '--bundle-id', 'com.example.app', '--sandbox');
+  await heraldWith(env, 'credentials', 'set-fcm', '--app', appId, '--service-account', path.join(dir, 'sa.json'));
+  const shown = await heraldWith(env, 'credentials', 'show', '--app', appId);
+  const line = (provider: string) => shown.split('\n').find((text) => text.startsWith(`${provider}  `)) ?? '';
+  for (const setting of ['keyId=ABC123DEFG', 'teamId=TEAM98765', 'bundleId=com.example.app', 'sandbox=true']) {
+    expect(line('apns')).toContain(setting);
+  }
+  expect(line('apns')).toMatch(/ healthy$/);
+  expect(line('fcm')).toContain('projectId=proj-1');
+  expect(line('fcm')).toContain('clientEmail=svc@proj-1.iam.gserviceaccount.com');
+  expect(shown).not.toContain('PRIVATE KEY');
+
+  expect(await herald('apps', 'limit', '--app', appId, '--quota', '50', '--window', '10')).toContain('50 notifications per 10 s');
+  const [row] = await harness.orm.em
+    .fork()
+    .execute<{ send_quota: number; send_window_seconds: number }[]>('select send_quota, send_window_seconds from applications where id = ?', [appId]);
+  expect(row).toEqual({ send_quota: 50, send_window_seconds: 10 });
 });

@@ -46,7 +46,10 @@ export function apnsPayload(content: PushContent, ids: PushIds): JsonObject {
   return deepMerge(payload, options.platform_overrides?.ios ?? {});
 }
 
-/** The FCM v1 message for one Android device (the `token` is added by the sender). */
+/**
+ * The FCM v1 message for one Android device. The sender adds the `token` and `android.ttl` (the
+ * time left until the push expires, which depends on when it is sent).
+ */
 export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
   const { title, body, image_url: imageUrl, action_url: actionUrl } = content.notification;
   const options = content.options ?? {};
@@ -65,7 +68,6 @@ export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
   const notification = compact({ title, body, imageUrl });
   const android = compact({
     priority: options.priority,
-    ttl: options.ttl === undefined ? undefined : `${options.ttl}s`,
     collapseKey: options.collapse_id,
     notification: nonEmpty(
       compact({ channelId: options.android_channel_id, sound: options.sound, notificationCount: options.badge }),

@@ -46,4 +46,5 @@ export async function startWorkers(options: WorkerOptions): Promise<void> {
     logger.error({ notificationId: job.data.notificationId, deliveries: job.data.deliveryIds.length }, 'delivery batch failed for good');
     await failDeliver(orm.em, job.data);
   });
+  logger.info({ concurrency: options.concurrency, batchSize: options.batchSize }, 'workers started');
 }

@@ -1,0 +1,339 @@
+// A sent notification reaching devices: fanout, skips, provider outcomes, retries, TTL,
+// invalidation, statistics and status, end to end through the real APNs and FCM clients.
+import request from 'supertest';
+import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
+
+let pipeline: Pipeline;
+beforeAll(async () => {
+  pipeline = await startPipeline();
+});
+afterAll(() => pipeline.close());
+afterEach(() => {
+  pipeline.apns.setRules([]);
+  pipeline.fcm.setRules([]);
+});
+
+const apnsTo = (token: string) => pipeline.apns.received.filter((push) => push.token === token);
+const fcmTo = (token: string) => pipeline.fcm.received.filter((push) => push.token === token);
+
+test('every installation of every target user gets one push, and the notification completes', async () => {
+  const app = await pipeline.newApplication();
+  await app.register('alice-iphone', ios('aa01', 'alice'));
+  await app.register('alice-pixel', android('fcm-aa02', 'alice'));
+  await app.register('bob-iphone', ios('bb01', 'bob'));
+  await app.register('carol-iphone', ios('cc01', 'carol'));
+
+  const id = await app.send({ recipients: { user_ids: ['alice', 'bob', 'nobody'] }, notification: { title: 'Hi', body: 'There' } });
+  const notification = await app.settled(id);
+
+  expect(notification.status).toBe('completed');
+  expect(notification.statistics).toEqual({
+    users: 2,
+    installations: 3,
+    accepted: 3,
+    failed: 0,
+    skipped: 0,
+    received: 0,
+    displayed: 0,
+    opened: 0,
+  });
+  expect(notification.processing_started_at).not.toBeNull();
+  expect(Date.parse(notification.completed_at)).toBeGreaterThanOrEqual(Date.parse(notification.processing_started_at));
+  expect(apnsTo('aa01')).toHaveLength(1);
+  expect(fcmTo('fcm-aa02')).toHaveLength(1);
+  expect(apnsTo('bb01')).toHaveLength(1);
+  expect(apnsTo('cc01')).toHaveLength(0);
+
+  const deliveries = await app.deliveries(id);
+  const byInstallation = Object.fromEntries(deliveries.map((d) => [d.installation_id, d]));
+  expect(Object.keys(byInstallation).sort()).toEqual(['alice-iphone', 'alice-pixel', 'bob-iphone']);
+  // Each push carries the ids an app reports events with.
+  const push = apnsTo('aa01')[0].payload as { herald: { delivery_id: string; notification_id: string } };
+  expect(push.herald).toEqual({ delivery_id: byInstallation['alice-iphone'].id, notification_id: id });
+  const message = fcmTo('fcm-aa02')[0].message as { data: Record<string, string> };
+  expect(message.data.herald_delivery_id).toBe(byInstallation['alice-pixel'].id);
+  expect(message.data.herald_notification_id).toBe(id);
+});
+
+test('options reach both providers as their own headers and fields', async () => {
+  const app = await pipeline.newApplication();
+  await app.register('opt-ios', ios('op01', 'opt'));
+  await app.register('opt-android', android('fcm-op02', 'opt'));
+  const id = await app.send({
+    recipients: { user_ids: ['opt'] },
+    notification: { title: 'Sale', body: 'Now', image_url: 'https://cdn.example.com/a.png', action_url: 'shop://sale' },
+    data: { sale_id: 42, kind: 'flash' },
+    options: {
+      ttl: 3600,
+      priority: 'high',
+      collapse_id: 'sale',
+      sound: 'chime.caf',
+      badge: 3,
+      android_channel_id: 'promos',
+      ios_category: 'SALE',
+      platform_overrides: { ios: { aps: { 'interruption-level': 'time-sensitive' } }, android: { notification: { color: '#ff0000' } } },
+    },
+  });
+  await app.settled(id);
+
+  const [apns] = apnsTo('op01');
+  expect(apns.priority).toBe('10');
+  expect(apns.collapseId).toBe('sale');
+  expect(apns.pushType).toBe('alert');
+  expect(Number(apns.expiration)).toBeGreaterThan(Date.now() / 1000 + 3500);
+  expect(apns.payload).toMatchObject({
+    aps: {
+      alert: { title: 'Sale', body: 'Now' },
+      sound: 'chime.caf',
+      badge: 3,
+      category: 'SALE',
+      'mutable-content': 1,
+      'interruption-level': 'time-sensitive',
+    },
+    sale_id: 42,
+    kind: 'flash',
+    herald: { notification_id: id, image_url: 'https://cdn.example.com/a.png', action_url: 'shop://sale' },
+  });
+
+  const [fcm] = fcmTo('fcm-op02');
+  expect(fcm.message).toMatchObject({
+    token: 'fcm-op02',
+    notification: { title: 'Sale', body: 'Now', image: 'https://cdn.example.com/a.png' },
+    data: { sale_id: '42', kind: 'flash', herald_notification_id: id, herald_action_url: 'shop://sale' },
+    android: {
+      priority: 'high',
+      collapse_key: 'sale',
+      notification: { channel_id: 'promos', sound: 'chime.caf', notification_count: 3, color: '#ff0000' },
+    },
+  });
+  const ttl = Number((fcm.message as { android: { ttl: string } }).android.ttl.replace('s', ''));
+  expect(ttl).toBeGreaterThan(3500);
+  expect(ttl).toBeLessThanOrEqual(3600);
+});
+
+test('skips: denied permission, undetermined iOS permission for an alert, a shared device identifier, a platform without credentials', async () => {
+  const app = await pipeline.newApplication({ apns: true, fcm: false });
+  await app.register('denied', ios('sk01', 'sam', { permission: 'denied' }));
+  await app.register('undecided', ios('sk02', 'sam', { permission: 'not_determined' }));
+  await app.register('old-install', ios('sk03', 'sam'));
+  await app.register('new-install', ios('sk03', 'sam'));
+  await app.register('android', android('fcm-sk04', 'sam'));
+
+  const id = await app.send({ recipients: { user_ids: ['sam'] }, notification: { title: 'Hi' } });
+  const notification = await app.settled(id);
+
+  expect(notification.status).toBe('completed');
+  expect(notification.statistics).toMatchObject({ users: 1, installations: 5, accepted: 1, skipped: 4, failed: 0 });
+  const reasons = Object.fromEntries((await app.deliveries(id)).map((d) => [d.installation_id, [d.state, d.reason]]));
+  expect(reasons).toEqual({
+    denied: ['skipped', 'permission_denied'],
+    undecided: ['skipped', 'permission_not_determined'],
+    'old-install': ['skipped', 'duplicate_identifier'],
+    'new-install': ['accepted', null],
+    android: ['skipped', 'no_credentials'],
+  });
+  // One device, one push: the most recently registered installation of the shared token got it.
+  expect(apnsTo('sk03')).toHaveLength(1);
+});
+
+test('a data-only push reaches an iOS device whose permission is not determined, as a background push', async () => {
+  const app = await pipeline.newApplication();
+  await app.register('silent', ios('dt01', 'dana', { permission: 'not_determined' }));
+  const id = await app.send({ recipients: { user_ids: ['dana'] }, notification: {}, data: { sync: true } });
+  expect((await app.settled(id)).statistics).toMatchObject({ accepted: 1, skipped: 0 });
+  const [push] = apnsTo('dt01');
+  expect(push.pushType).toBe('background');
+  expect(push.priority).toBe('5');
+  expect(push.payload).toMatchObject({ aps: { 'content-available': 1 }, sync: true });
+});
+
+test('no installation at all: completed at once with zero counters', async () => {
+  const app = await pipeline.newApplication();
+  const id = await app.send({ recipients: { user_ids: ['ghost'] }, notification: { title: 'Hi' } });
+  const notification = await app.settled(id);
+  expect(notification.status).toBe('completed');
+  expect(notification.statistics).toMatchObject({ users: 0, installations: 0, accepted: 0, failed: 0, skipped: 0 });
+});
+
+describe('provider errors', () => {
+  test('a dead APNs token fails its delivery with the reason and invalidates the installation; the rest is partial', async () => {
+    pipeline.apns.setRules([{ prefix: 'dead-', reason: 'Unregistered' }]);
+    const app = await pipeline.newApplication();
+    await app.register('dead-phone', ios('dead-01', 'erin'));
+    await app.register('live-phone', ios('live-01', 'erin'));
+    const id = await app.send({ recipients: { user_ids: ['erin'] }, notification: { title: 'Hi' } });
+    const notification = await app.settled(id);
+
+    expect(notification.status).toBe('partial');
+    expect(notification.statistics).toMatchObject({ accepted: 1, failed: 1 });
+    const dead = (await app.deliveries(id)).find((d) => d.installation_id === 'dead-phone')!;
+    expect([dead.state, dead.reason, dead.attempts]).toEqual(['failed', 'Unregistered', 1]);
+    const installation = await app.installation('dead-phone');
+    expect(installation).toMatchObject({ status: 'invalid', invalid_reason: 'Unregistered' });
+    expect(installation.invalidated_at).not.toBeNull();
+
+    // An invalid installation is no longer considered; registering a new token brings it back.
+    const again = await app.send({ recipients: { user_ids: ['erin'] }, notification: { title: 'Again' } });
+    expect((await app.settled(again)).statistics).toMatchObject({ installations: 1, accepted: 1 });
+    await app.register('dead-phone', ios('fresh-01', 'erin'));
+    expect((await app.installation('dead-phone')).status).toBe('active');
+  });
+
+  test('an APNs 410 older than the last registration does not invalidate the installation', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('reregistered', ios('stale-01', 'fred'));
+    pipeline.apns.setRules([{ prefix: 'stale-', reason: 'Unregistered', timestamp: Date.now() - 3_600_000 }]);
+    const id = await app.send({ recipients: { user_ids: ['fred'] }, notification: { title: 'Hi' } });
+    expect((await app.settled(id)).status).toBe('failed');
+    expect((await app.installation('reregistered')).status).toBe('active');
+  });
+
+  test('FCM UNREGISTERED and a token-naming INVALID_ARGUMENT invalidate; a payload INVALID_ARGUMENT does not', async () => {
+    pipeline.fcm.setRules([
+      { prefix: 'gone-', reason: 'UNREGISTERED' },
+      { prefix: 'badtok-', reason: 'INVALID_ARGUMENT' },
+      { prefix: 'badmsg-', reason: 'INVALID_ARGUMENT', message: 'Invalid value at message.android.ttl' },
+    ]);
+    const app = await pipeline.newApplication();
+    await app.register('gone', android('gone-1', 'gina'));
+    await app.register('badtok', android('badtok-1', 'gina'));
+    await app.register('badmsg', android('badmsg-1', 'gina'));
+    const id = await app.send({ recipients: { user_ids: ['gina'] }, notification: { title: 'Hi' } });
+    const notification = await app.settled(id);
+
+    expect(notification.status).toBe('failed');
+    expect(notification.statistics).toMatchObject({ failed: 3, accepted: 0 });
+    expect((await app.installation('gone')).status).toBe('invalid');
+    expect((await app.installation('badtok')).status).toBe('invalid');
+    expect((await app.installation('badmsg')).status).toBe('active');
+  });
+
+  test('refused credentials fail every push as provider_credentials and never touch the devices', async () => {
+    pipeline.apns.setRules([{ prefix: 'cred-', reason: 'InvalidProviderToken' }]);
+    const app = await pipeline.newApplication();
+    await app.register('c1', ios('cred-1', 'hank'));
+    await app.register('c2', ios('cred-2', 'hank'));
+    const id = await app.send({ recipients: { user_ids: ['hank'] }, notification: { title: 'Hi' } });
+    expect((await app.settled(id)).status).toBe('failed');
+    for (const delivery of await app.deliveries(id)) expect([delivery.state, delivery.reason]).toEqual(['failed', 'provider_credentials']);
+    expect((await app.installation('c1')).status).toBe('active');
+    const [credential] = await pipeline.harness.orm.em
+      .fork()
+      .execute<{ unhealthy_since: string | null; last_error: string | null }[]>(
+        `select unhealthy_since, last_error from provider_credentials where application_id = ? and provider = 'apns'`,
+        [app.id],
+      );
+    expect(credential.unhealthy_since).not.toBeNull();
+    expect(credential.last_error).toBe('InvalidProviderToken');
+  });
+
+  test('a transient error is retried, honouring Retry-After, and then accepted', async () => {
+    pipeline.apns.setRules([{ prefix: 'flaky-', reason: 'ServiceUnavailable', retryAfter: 1 }]);
+    const app = await pipeline.newApplication();
+    await app.register('flaky', ios('flaky-1', 'ivy'));
+    const id = await app.send({ recipients: { user_ids: ['ivy'] }, notification: { title: 'Hi' } });
+    // Wait for the first refusal, then let the provider recover.
+    const deadline = Date.now() + 10_000;
+    while (apnsTo('flaky-1').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    const firstAttempt = apnsTo('flaky-1')[0].at;
+    pipeline.apns.setRules([]);
+
+    const notification = await app.settled(id);
+    expect(notification.status).toBe('completed');
+    const [delivery] = await app.deliveries(id);
+    expect([delivery.state, delivery.attempts]).toEqual(['accepted', 2]);
+    const attempts = apnsTo('flaky-1');
+    expect(attempts.map((push) => push.status)).toEqual([503, 200]);
+    expect(attempts[1].at - firstAttempt).toBeGreaterThanOrEqual(1000);
+  });
+
+  test('FCM QUOTA_EXCEEDED is retried like any transient error', async () => {
+    pipeline.fcm.setRules([{ prefix: 'quota-', reason: 'QUOTA_EXCEEDED', retryAfter: 1 }]);
+    const app = await pipeline.newApplication();
+    await app.register('quota', android('quota-1', 'jack'));
+    const id = await app.send({ recipients: { user_ids: ['jack'] }, notification: { title: 'Hi' } });
+    const deadline = Date.now() + 10_000;
+    while (fcmTo('quota-1').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    pipeline.fcm.setRules([]);
+    expect((await app.settled(id)).status).toBe('completed');
+    expect(fcmTo('quota-1').map((push) => push.status)).toEqual([429, 200]);
+  });
+
+  test('a payload the provider refuses fails at once, without retry and without invalidating', async () => {
+    pipeline.apns.setRules([{ prefix: 'big-', reason: 'PayloadTooLarge' }]);
+    const app = await pipeline.newApplication();
+    await app.register('big', ios('big-1', 'kim'));
+    const id = await app.send({ recipients: { user_ids: ['kim'] }, notification: { title: 'Hi' } });
+    expect((await app.settled(id)).status).toBe('failed');
+    const [delivery] = await app.deliveries(id);
+    expect([delivery.state, delivery.reason, delivery.attempts]).toEqual(['failed', 'PayloadTooLarge', 1]);
+    expect((await app.installation('big')).status).toBe('active');
+  });
+});
+
+describe('time to live', () => {
+  test('ttl 0 means now or never: a transient error fails the push as expired, with no retry', async () => {
+    pipeline.apns.setRules([{ prefix: 'now-', reason: 'ServiceUnavailable' }]);
+    const app = await pipeline.newApplication();
+    await app.register('now', ios('now-1', 'liz'));
+    const id = await app.send({ recipients: { user_ids: ['liz'] }, notification: { title: 'Hi' }, options: { ttl: 0 } });
+    expect((await app.settled(id)).status).toBe('failed');
+    const [delivery] = await app.deliveries(id);
+    expect([delivery.state, delivery.reason, delivery.attempts]).toEqual(['failed', 'expired', 1]);
+    expect(apnsTo('now-1')[0].expiration).toBe('0');
+  });
+
+  test('a retry that would land after created_at + ttl is not made: the push fails as expired', async () => {
+    pipeline.fcm.setRules([{ prefix: 'late-', reason: 'UNAVAILABLE', retryAfter: 30 }]);
+    const app = await pipeline.newApplication();
+    await app.register('late', android('late-1', 'max'));
+    const id = await app.send({ recipients: { user_ids: ['max'] }, notification: { title: 'Hi' }, options: { ttl: 5 } });
+    const notification = await app.settled(id);
+    expect(notification.status).toBe('failed');
+    const [delivery] = await app.deliveries(id);
+    expect([delivery.reason, delivery.attempts]).toEqual(['expired', 1]);
+  });
+});
+
+test('events on real deliveries drive received, displayed and opened, each counted once', async () => {
+  const app = await pipeline.newApplication();
+  await app.register('ev-phone', ios('ev-01', 'olga'));
+  await app.register('ev-tablet', ios('ev-02', 'olga'));
+  const id = await app.send({ recipients: { user_ids: ['olga'] }, notification: { title: 'Hi' } });
+  await app.settled(id);
+  const deliveryOf = (token: string) => (apnsTo(token)[0].payload as { herald: { delivery_id: string } }).herald.delivery_id;
+
+  const report = (deliveryId: string, installationId: string, type: string) =>
+    request(pipeline.harness.app)
+      .post('/api/v1/events')
+      .set('Authorization', `Bearer ${app.client}`)
+      .send({ event_id: crypto.randomUUID(), delivery_id: deliveryId, installation_id: installationId, type, occurred_at: new Date().toISOString() })
+      .expect(201);
+  await report(deliveryOf('ev-01'), 'ev-phone', 'received');
+  await report(deliveryOf('ev-01'), 'ev-phone', 'displayed');
+  await report(deliveryOf('ev-01'), 'ev-phone', 'opened');
+  await report(deliveryOf('ev-01'), 'ev-phone', 'opened');
+  await report(deliveryOf('ev-02'), 'ev-tablet', 'received');
+  await report(deliveryOf('ev-02'), 'ev-tablet', 'dismissed');
+
+  expect((await app.notification(id)).statistics).toMatchObject({ accepted: 2, received: 2, displayed: 1, opened: 1 });
+});
+
+test('a notification to many users fans out in several batches and counts every delivery exactly once', async () => {
+  const app = await pipeline.newApplication();
+  const users = Array.from({ length: 120 }, (_, i) => `bulk-${i}`);
+  for (const [i, user] of users.entries()) {
+    await app.register(`bulk-ios-${i}`, ios(`bulk-a-${i}`, user));
+    await app.register(`bulk-android-${i}`, android(`bulk-f-${i}`, user));
+  }
+  const id = await app.send({ recipients: { user_ids: users }, notification: { title: 'Everyone' } });
+  const notification = await app.settled(id, 30_000);
+  expect(notification.status).toBe('completed');
+  expect(notification.statistics).toMatchObject({ users: 120, installations: 240, accepted: 240 });
+  const [{ count }] = await pipeline.harness.orm.em
+    .fork()
+    .execute<{ count: number }[]>('select count(*)::int as count from deliveries where notification_id = ?', [id]);
+  expect(count).toBe(240);
+  expect(pipeline.apns.received.filter((push) => push.token.startsWith('bulk-a-'))).toHaveLength(120);
+  expect(pipeline.fcm.received.filter((push) => push.token?.startsWith('bulk-f-'))).toHaveLength(120);
+});

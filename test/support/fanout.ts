@@ -1,0 +1,117 @@
+// The whole pipeline in one process: the API (supertest), workers on their own queue schema (so
+// that test files never take each other's jobs), and both provider simulators, reached through
+// the real client libraries.
+import { randomBytes } from 'node:crypto';
+import request from 'supertest';
+import type { PgBoss } from 'pg-boss';
+import { setApnsCredentials, setFcmCredentials } from '../../src/domain/credentials.ts';
+import { createProviderClients, type ProviderClients } from '../../src/fanout/clients.ts';
+import { startBoss } from '../../src/fanout/queue.ts';
+import { startWorkers } from '../../src/fanout/worker.ts';
+import type { ProviderEndpoints } from '../../src/providers/provider.ts';
+import { startHarness, type Harness } from './harness.ts';
+import { apnsSimulator, fcmSimulator, silentLogger } from './simulators.ts';
+
+export type Pipeline = Awaited<ReturnType<typeof startPipeline>>;
+export type PipelineApplication = Awaited<ReturnType<Pipeline['newApplication']>>;
+
+/** `workers: false` leaves the jobs to worker processes a test starts itself. */
+export async function startPipeline(options: { batchSize?: number; workers?: boolean } = {}) {
+  const queueSchema = `pgboss_${randomBytes(4).toString('hex')}`;
+  const harness: Harness = await startHarness({ queueSchema });
+  const apns = await apnsSimulator();
+  const fcm = await fcmSimulator();
+  const credentialsKey = randomBytes(32);
+  const endpoints: ProviderEndpoints = { apns: apns.sim.url, fcm: fcm.sim.url, ca: `${apns.sim.ca}\n${fcm.sim.ca}` };
+  const workerBoss: PgBoss = await startBoss(harness.url, silentLogger, { worker: true, schema: queueSchema });
+  const clients: ProviderClients = createProviderClients({ key: credentialsKey, endpoints, logger: silentLogger });
+  if (options.workers !== false) {
+    await startWorkers({ orm: harness.orm, boss: workerBoss, clients, logger: silentLogger, concurrency: 4, batchSize: options.batchSize ?? 50 });
+  }
+
+  const pipeline = {
+    harness,
+    apns: apns.sim,
+    fcm: fcm.sim,
+    credentialsKey,
+    endpoints,
+    queueSchema,
+
+    /** An application with a server token, an app token, and (by default) both providers' credentials. */
+    async newApplication(providers: { apns?: boolean; fcm?: boolean } = { apns: true, fcm: true }) {
+      const application = await harness.newApplication('fanout');
+      const em = harness.orm.em.fork();
+      if (providers.apns) await setApnsCredentials(em, application.id, apns.credentials, credentialsKey);
+      if (providers.fcm) await setFcmCredentials(em, application.id, fcm.credentials, credentialsKey);
+      const server = await application.token(['*']);
+      const client = await application.token(['installations:write', 'installations:read', 'events:write']);
+      const api = () => request(harness.app);
+      return {
+        id: application.id,
+        server,
+        client,
+        async register(installationId: string, body: Record<string, unknown>) {
+          const res = await api().put(`/api/v1/installations/${installationId}`).set('Authorization', `Bearer ${client}`).send(body);
+          if (res.status >= 300) throw new Error(`register ${installationId}: ${res.status} ${JSON.stringify(res.body)}`);
+          return res.body.data;
+        },
+        async send(body: Record<string, unknown>): Promise<string> {
+          const res = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${server}`).send(body);
+          if (res.status !== 202) throw new Error(`send: ${res.status} ${JSON.stringify(res.body)}`);
+          return res.body.data.id;
+        },
+        async notification(id: string) {
+          const res = await api().get(`/api/v1/notifications/${id}`).set('Authorization', `Bearer ${server}`).expect(200);
+          return res.body.data;
+        },
+        async deliveries(id: string, query: Record<string, string> = {}) {
+          const res = await api()
+            .get(`/api/v1/notifications/${id}/deliveries`)
+            .query({ limit: '100', ...query })
+            .set('Authorization', `Bearer ${server}`)
+            .expect(200);
+          return res.body.data as { id: string; installation_id: string; state: string; reason: string | null; attempts: number }[];
+        },
+        async installation(installationId: string) {
+          const res = await api().get(`/api/v1/installations/${installationId}`).set('Authorization', `Bearer ${client}`).expect(200);
+          return res.body.data;
+        },
+        /** Waits until the notification has a final status (polling the API, as an integrator would). */
+        async settled(id: string, timeoutMs = 20_000) {
+          const deadline = Date.now() + timeoutMs;
+          for (;;) {
+            const notification = await this.notification(id);
+            if (notification.completed_at) return notification;
+            if (Date.now() > deadline) throw new Error(`notification ${id} still ${notification.status}`);
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        },
+      };
+    },
+
+    async close() {
+      await workerBoss.stop({ graceful: false, close: true });
+      await clients.close();
+      await apns.sim.stop();
+      await fcm.sim.stop();
+      await harness.close();
+    },
+  };
+  return pipeline;
+}
+
+export const ios = (token: string, user: string, extra: Record<string, unknown> = {}) => ({
+  platform: 'ios',
+  provider: { identifier: token },
+  user_id: user,
+  permission: 'authorized',
+  ...extra,
+});
+
+export const android = (token: string, user: string, extra: Record<string, unknown> = {}) => ({
+  platform: 'android',
+  provider: { identifier: token },
+  user_id: user,
+  permission: 'authorized',
+  ...extra,
+});
