@@ -5,6 +5,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { revokeToken } from '../src/domain/applications.ts';
 import { ApiToken } from '../src/domain/entities.ts';
 import { abilities, clientAbilities, parseToken } from '../src/domain/tokens.ts';
+import { insertDelivery } from './support/deliveries.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 
 let harness: Harness;
@@ -220,4 +221,97 @@ test('tokens are stored hashed: neither the token nor its secret appears in any 
     // The public id is stored (it finds the row); only the secret must not be.
     expect(stored).toContain(publicId);
   }
+});
+
+describe("a token of another application, with every ability, never reaches this application's data", () => {
+  let owner: { token: string; installationRowId: string; notificationId: string; deliveryId: string };
+  let intruder: string;
+  const as = (token: string) => ({ Authorization: `Bearer ${token}` });
+
+  beforeAll(async () => {
+    const ownerApp = await harness.newApplication('owner');
+    const token = await ownerApp.token(['*']);
+    const put = await request(harness.app)
+      .put('/api/v1/installations/owned-phone')
+      .set(as(token))
+      .send({ provider: { identifier: 'owner-token' }, platform: 'ios', user_id: 'owner-user' })
+      .expect(201);
+    const sent = await request(harness.app)
+      .post('/api/v1/notifications')
+      .set(as(token))
+      .send({ recipients: { user_ids: ['owner-user'] }, notification: { title: 'Mine' } })
+      .expect(202);
+    const deliveryId = await insertDelivery(harness.orm, {
+      applicationId: ownerApp.id,
+      notificationId: sent.body.data.id,
+      installationId: put.body.data.id,
+      clientInstallationId: 'owned-phone',
+      userId: 'owner-user',
+      state: 'accepted',
+    });
+    owner = { token, installationRowId: put.body.data.id, notificationId: sent.body.data.id, deliveryId };
+    intruder = await (await harness.newApplication('intruder')).token(['*']);
+  });
+
+  test('installations: GET, PATCH and DELETE are 404, and a PUT of the same id creates the intruder’s own', async () => {
+    const path = '/api/v1/installations/owned-phone';
+    expect((await request(harness.app).get(path).set(as(intruder))).status).toBe(404);
+    expect((await request(harness.app).patch(path).set(as(intruder)).send({ user_id: 'stolen' })).status).toBe(404);
+    expect((await request(harness.app).delete(path).set(as(intruder))).status).toBe(404);
+    const put = await request(harness.app).put(path).set(as(intruder)).send({ provider: { identifier: 'x' }, platform: 'android' });
+    expect(put.status).toBe(201);
+    expect(put.body.data.id).not.toBe(owner.installationRowId);
+    const mine = await request(harness.app).get(path).set(as(owner.token)).expect(200);
+    expect(mine.body.data).toMatchObject({ id: owner.installationRowId, platform: 'ios', user_id: 'owner-user' });
+  });
+
+  test('notifications: GET one and its deliveries are 404, and the list does not show it', async () => {
+    const one = await request(harness.app).get(`/api/v1/notifications/${owner.notificationId}`).set(as(intruder));
+    expect(one.status).toBe(404);
+    const deliveries = await request(harness.app).get(`/api/v1/notifications/${owner.notificationId}/deliveries`).set(as(intruder));
+    expect(deliveries.status).toBe(404);
+    const list = await request(harness.app).get('/api/v1/notifications').set(as(intruder)).expect(200);
+    expect(list.body.data.map((n: { id: string }) => n.id)).not.toContain(owner.notificationId);
+  });
+
+  test('events: reporting on the owner’s delivery is 404 and counts nothing', async () => {
+    const res = await request(harness.app)
+      .post('/api/v1/events')
+      .set(as(intruder))
+      .send({ event_id: randomUUID(), delivery_id: owner.deliveryId, installation_id: 'owned-phone', type: 'opened', occurred_at: new Date().toISOString() });
+    expect(res.status).toBe(404);
+    const mine = await request(harness.app).get(`/api/v1/notifications/${owner.notificationId}`).set(as(owner.token)).expect(200);
+    expect(mine.body.data.statistics.opened).toBe(0);
+  });
+
+  test('sending: the intruder’s notification is its own, invisible to the owner', async () => {
+    const sent = await request(harness.app)
+      .post('/api/v1/notifications')
+      .set(as(intruder))
+      .send({ recipients: { user_ids: ['owner-user'] }, notification: { title: 'Theirs' } })
+      .expect(202);
+    expect((await request(harness.app).get(`/api/v1/notifications/${sent.body.data.id}`).set(as(owner.token))).status).toBe(404);
+  });
+});
+
+test('every answer carries the common security headers', async () => {
+  const res = await request(harness.app).get('/healthz');
+  expect(res.headers).toMatchObject({
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'SAMEORIGIN',
+    'strict-transport-security': expect.stringContaining('max-age='),
+    'content-security-policy': expect.stringContaining("default-src 'self'"),
+    'referrer-policy': 'no-referrer',
+  });
+  expect(res.headers).not.toHaveProperty('x-powered-by');
+});
+
+test('error answers never carry SQL or a stack, even when the database refuses the input', async () => {
+  const token = await application.token(['*']);
+  const res = await request(harness.app)
+    .post('/api/v1/notifications')
+    .set('Authorization', `Bearer ${token}`)
+    .send({ recipients: { user_ids: ['x\u0000'] }, notification: { title: 't' } });
+  expect(res.status).toBe(422);
+  expect(JSON.stringify(res.body)).not.toMatch(/select|insert|update|violates|syntax|\bat .*\.ts:\d+/i);
 });

@@ -10,7 +10,7 @@ import { decodeCursor, encodeCursor } from './cursor.ts';
 import { notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { Notification } from './entities.ts';
 import { canonicalUuid, isUuid } from './ids.ts';
-import { payloadProblems } from './payloads.ts';
+import { payloadProblems, type PushContent } from './payloads.ts';
 
 type Schemas = components['schemas'];
 export type SendRequest = Schemas['NotificationSend'];
@@ -184,10 +184,9 @@ export async function statisticsFor(em: EntityManager, notificationIds: string[]
   return statistics;
 }
 
-export function notificationView(notification: Notification, statistics: Statistics = zeroStatistics): NotificationView {
+/** What the notification shows and carries, as sent: the API echoes it, the providers receive it. */
+export function pushContent(notification: Notification): Required<PushContent> & Pick<NotificationView, 'notification'> {
   return {
-    id: notification.id,
-    status: notification.status as NotificationView['status'],
     notification: {
       title: notification.title ?? null,
       body: notification.body ?? null,
@@ -196,6 +195,14 @@ export function notificationView(notification: Notification, statistics: Statist
     },
     data: notification.data,
     options: notification.options,
+  };
+}
+
+export function notificationView(notification: Notification, statistics: Statistics = zeroStatistics): NotificationView {
+  return {
+    id: notification.id,
+    status: notification.status as NotificationView['status'],
+    ...pushContent(notification),
     target_users: notification.userIds.length,
     statistics,
     created_at: notification.createdAt.toISOString(),

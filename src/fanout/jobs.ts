@@ -15,7 +15,7 @@ import {
   maxAttempts,
   retryDelaySeconds,
 } from '../domain/fanout.ts';
-import type { PushContent } from '../domain/payloads.ts';
+import { pushContent } from '../domain/notifications.ts';
 import type { Logger } from '../logger.ts';
 import type { Push, PushOutcome } from '../providers/provider.ts';
 import { providerOf, type ProviderClients } from './clients.ts';
@@ -48,19 +48,6 @@ export type JobContext = {
   /** Pushes per deliver job: one provider round of sends. */
   batchSize: number;
 };
-
-export function pushContent(notification: Notification): PushContent {
-  return {
-    notification: {
-      title: notification.title ?? null,
-      body: notification.body ?? null,
-      image_url: notification.imageUrl ?? null,
-      action_url: notification.actionUrl ?? null,
-    },
-    data: notification.data,
-    options: notification.options,
-  };
-}
 
 function chunk<T>(items: T[], size: number): T[][] {
   const chunks: T[][] = [];
