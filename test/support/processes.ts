@@ -12,7 +12,16 @@ export async function startHerald(
   ready: (line: string) => boolean = (line) => line.includes('API listening'),
 ): Promise<HeraldProcess> {
   const child = spawn(process.execPath, ['src/cli/main.ts', ...args], {
-    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'info', PORT: '0', HOST: '127.0.0.1', ...env },
+    env: {
+      PATH: process.env.PATH,
+      DATABASE_URL: databaseUrl(),
+      LOG_LEVEL: 'info',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      // Answers of spawned servers are checked against the document too.
+      HERALD_VALIDATE_RESPONSES: 'true',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: string[] = [];
