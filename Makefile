@@ -4,12 +4,12 @@ SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export NODE_OPTIONS := --experimental-vm-modules --no-warnings=ExperimentalWarning
 
-.PHONY: start test check install codegen codegen-check lint typecheck unit clean
+.PHONY: start test check install codegen codegen-check lint typecheck unit fuzz fuzz-ci fuzz-env clean
 
 start: install  ## run Herald (API + workers); embedded Postgres when DATABASE_URL is unset
 	./bin/herald start
 
-test: install codegen-check lint typecheck unit  ## the whole test suite, as CI runs it
+test: install codegen-check lint typecheck unit fuzz-ci  ## the whole test suite, as CI runs it
 
 install: node_modules/.installed
 node_modules/.installed: package.json package-lock.json
@@ -35,5 +35,26 @@ typecheck: install
 unit: install
 	jest
 
+# Contract fuzzing (schemathesis, pinned in requirements-fuzz.txt) against a live server on a fresh
+# database; see scripts/fuzz.sh and schemathesis.toml. Reports go to reports/.
+fuzz-env: .venv/.installed
+.venv/.installed: requirements-fuzz.txt
+	python3 -m venv .venv
+	.venv/bin/python -m pip install --disable-pip-version-check --no-input -q -r requirements-fuzz.txt
+	@touch $@
+
+fuzz-ci: install fuzz-env  ## 200 examples per operation (part of make test)
+	bash scripts/fuzz.sh 200
+
+fuzz: install fuzz-env  ## 1,000 examples per operation
+	bash scripts/fuzz.sh 1000
+
 clean:
-	rm -rf node_modules .herald reports
+	rm -rf node_modules .herald .venv reports
+
+# The fanout benchmark (bench/fanout.ts): the client libraries' ceiling against the simulators, then
+# Herald end to end (20 notifications × 500 users, 20,000 installations) on a fresh database on
+# DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
+.PHONY: bench-fanout
+bench-fanout: install
+	node bench/fanout.ts

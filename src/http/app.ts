@@ -7,6 +7,7 @@ import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
 import type { Logger } from '../logger.ts';
 import { bearerAuth } from './auth.ts';
+import { notFound } from '../domain/errors.ts';
 import type { SendLimiter, SendPolicy } from '../domain/rate-limits.ts';
 import { errorHandler } from './errors.ts';
 import { sendRateLimit } from './rate-limit.ts';
@@ -70,6 +71,8 @@ export function createApp(options: AppOptions): Express {
   app.use(installationsRouter(orm));
   app.use(notificationsRouter(orm, boss, sendRateLimit(orm, options.sendLimiter, options.defaultSendPolicy)));
   app.use(eventsRouter(orm));
+  // A documented path without a handler (never in a release) still answers in the error body.
+  app.use((_req, _res, next) => next(notFound()));
   app.use(errorHandler);
   return app;
 }
