@@ -102,3 +102,32 @@ test('credentials are set from files and shown without their secrets; a send lim
     .execute<{ send_quota: number; send_window_seconds: number }[]>('select send_quota, send_window_seconds from applications where id = ?', [appId]);
   expect(row).toEqual({ send_quota: 50, send_window_seconds: 10 });
 });
+
+test('herald simulate runs both simulators, says where, and writes the CA to trust', async () => {
+  const { mkdtempSync, readFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const { spawn } = await import('node:child_process');
+  const { createInterface } = await import('node:readline');
+  const { httpsCall } = await import('./support/simulators.ts');
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'herald-sim-'));
+  const child = spawn(process.execPath, ['src/cli/main.ts', 'simulate', '--apns-port', '0', '--fcm-port', '0'], {
+    env: { PATH: process.env.PATH, HERALD_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  try {
+    const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
+    const started = JSON.parse(line) as { apns: string; fcm: string; caFile: string; keysDir: string };
+    expect(started.apns).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    expect(started.fcm).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const ca = readFileSync(started.caFile, 'utf8');
+    for (const url of [started.apns, started.fcm]) {
+      const answer = await httpsCall(`${url}/__sim/received`, ca, 'GET');
+      expect(answer.status).toBe(200);
+    }
+    expect(readFileSync(path.join(started.keysDir, 'apns-key.p8'), 'utf8')).toContain('PRIVATE KEY');
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.once('exit', resolve));
+  }
+});
