@@ -98,13 +98,9 @@ export async function failFanout(em: EntityManager, job: FanoutJob): Promise<voi
 
 type Attempt = { results: DeliveryResult[]; invalidations: Invalidation[]; retry: string[]; retryAfter: number };
 
-function settle(
-  notification: Notification,
-  claimed: ClaimedDelivery[],
-  outcomes: PushOutcome[],
-  pushes: Map<string, ClaimedDelivery>,
-): Attempt {
+function settle(notification: Notification, sent: ClaimedDelivery[], outcomes: PushOutcome[]): Attempt {
   const attempt: Attempt = { results: [], invalidations: [], retry: [], retryAfter: 0 };
+  const pushes = new Map(sent.map((delivery) => [delivery.deliveryId, delivery]));
   const fail = (deliveryId: string, reason: string) =>
     attempt.results.push({ deliveryId, state: 'failed', reason, providerMessageId: null });
   for (const outcome of outcomes) {
@@ -147,8 +143,12 @@ function settle(
     }
   }
   // A delivery the provider gave no outcome for is retried like a transient error.
-  for (const delivery of claimed) {
-    if (!outcomes.some((outcome) => outcome.deliveryId === delivery.deliveryId)) attempt.retry.push(delivery.deliveryId);
+  const answered = new Set(outcomes.map((outcome) => outcome.deliveryId));
+  for (const delivery of sent) {
+    if (!answered.has(delivery.deliveryId)) {
+      attempt.retry.push(delivery.deliveryId);
+      attempt.retryAfter = Math.max(attempt.retryAfter, retryDelaySeconds(delivery.attempts));
+    }
   }
   return attempt;
 }
@@ -194,7 +194,7 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
         context.logger.error({ err: error, notificationId: job.notificationId }, 'provider send failed');
         outcomes = pushes.map((push) => ({ deliveryId: push.deliveryId, kind: 'transient', reason: 'send_error' }));
       }
-      attempt = settle(notification, sendable, outcomes, new Map(sendable.map((d) => [d.deliveryId, d])));
+      attempt = settle(notification, sendable, outcomes);
       const refused = outcomes.find((outcome) => outcome.kind === 'credentials');
       if (refused) {
         await markUnhealthy(db, client.credentialId, refused.reason);
