@@ -22,6 +22,16 @@ export async function startWorkers(options: WorkerOptions): Promise<void> {
   // The polling interval is only a backstop: NOTIFY wakes the workers when a job is inserted.
   const polling = { pollingIntervalSeconds: 0.5, notifyPollingIntervalSeconds: 2 };
 
+  // After a job, pg-boss waits out the polling interval before its next fetch unless a NOTIFY came
+  // meanwhile; a burst of jobs inserted at once notifies only once, so each worker would idle up to
+  // 2 s between them. A worker that has just run a job fetches again at once instead (notifying a
+  // worker that is running a job only skips its next wait); an empty fetch ends the streak.
+  const fetchAgainAtOnce = (queue: string) => {
+    for (const worker of boss.getWipData()) {
+      if (worker.name === queue && worker.count > 0) boss.notifyWorker(worker.id);
+    }
+  };
+
   // pg-boss records a handler's error on the job and retries it; the log says it happened.
   const logged = <T extends { notificationId: string }>(queue: string, run: (data: T) => Promise<void>) =>
     async ([job]: { id: string; data: T }[]) => {
@@ -30,6 +40,8 @@ export async function startWorkers(options: WorkerOptions): Promise<void> {
       } catch (error) {
         logger.error({ err: error, queue, jobId: job.id, notificationId: job.data.notificationId }, 'job failed; it will be retried');
         throw error;
+      } finally {
+        fetchAgainAtOnce(queue);
       }
     };
   await boss.work<FanoutJob>(queues.fanout, { ...polling, localConcurrency: 2 }, logged(queues.fanout, (data) => runFanout(orm.em, context, data)));

@@ -1,5 +1,6 @@
 // APNs through @parse/node-apn: one long-lived HTTP/2 client per credential, one request per push
 // (each push's payload carries its own delivery id), and one outcome per push.
+import { setImmediate } from 'node:timers/promises';
 import apn from '@parse/node-apn';
 import { apnsPayload } from '../domain/payloads.ts';
 import { isUuid } from '../domain/ids.ts';
@@ -18,6 +19,8 @@ export type ApnsProviderOptions = {
 
 // Past a few thousand streams in flight, one session fails with ENHANCE_YOUR_CALM (RECIPES.md).
 const defaultConcurrency = 1000;
+/** Requests issued per turn of the event loop (see send()). */
+const sliceSize = 50;
 
 const invalidTokenReasons = new Set(['Unregistered', 'ExpiredToken', 'BadDeviceToken', 'DeviceTokenNotForTopic']);
 const credentialReasons = new Set([
@@ -62,11 +65,20 @@ export function createApnsProvider(
     async send(pushes: Push[]): Promise<PushOutcome[]> {
       // One recipient per library send(): every push has its own payload (its delivery id), and
       // results come back keyed by device token, which pushes sharing a token would make ambiguous.
-      const outcomes = await Promise.all(
-        pushes.map((push) =>
-          limit(async () => outcomeOf(push.deliveryId, await client.send(notificationFor(push, credentials.bundleId), push.token))),
-        ),
-      );
+      const sendOne = (push: Push) =>
+        limit(async () => outcomeOf(push.deliveryId, await client.send(notificationFor(push, credentials.bundleId), push.token)));
+      // HTTP/2 writes go out when the event loop turns: issued all at once, the first push of a
+      // batch would wait until the whole batch is built. A slice at a time, the first ones leave
+      // while the rest are prepared.
+      const slices: Promise<PushOutcome[]>[] = [];
+      for (let start = 0; start < pushes.length; start += sliceSize) {
+        if (start > 0) await setImmediate();
+        const slice = Promise.all(pushes.slice(start, start + sliceSize).map(sendOne));
+        // Awaited below; until then a rejection must not count as unhandled.
+        slice.catch(() => undefined);
+        slices.push(slice);
+      }
+      const outcomes = (await Promise.all(slices)).flat();
       const summary = summarize(outcomes);
       if (summary.credentials) log.warn(summary, 'APNs refused our credentials');
       else log.debug(summary, 'APNs batch sent');

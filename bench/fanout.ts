@@ -1,0 +1,729 @@
+// The fanout benchmark (`make bench-fanout`). In one run, on a fresh database that is dropped at the
+// end whatever happens, with the APNs and FCM simulators in their own process (`herald simulate`):
+//   (a) the ceiling: @parse/node-apn and firebase-admin, through Herald's own adapters
+//       (src/providers/apns.ts, fcm.ts), sending the same pushes straight to the simulators;
+//   (b) Herald end to end, as its own process (`herald start --no-simulate`): 20 notifications ×
+//       500 distinct users (20,000 installations, one iOS and one Android per user), sent at once
+//       through the HTTP API, timed from the first 202 to the last delivery accepted; the latency
+//       from each 202 to the first push the simulators received for it, under that load and on an
+//       idle system (one notification at a time); Herald's peak RSS.
+// (a) and (b) alternate (5 rounds by default) so that other load on the machine weighs on both alike.
+// It prints the figures against the targets and exits 0 whatever they are (a measurement, not a
+// test); non-zero only when the run itself failed (e.g. not every delivery was accepted).
+//
+// Environment (all optional):
+//   DATABASE_URL                 admin URL of the Postgres server (default postgres://postgres@127.0.0.1:5432/postgres)
+//   BENCH_USERS                  users registered, each with one iOS and one Android installation (10000)
+//   BENCH_NOTIFICATIONS          notifications of the throughput phase (20)
+//   BENCH_RECIPIENTS             users per notification, distinct across notifications (500)
+//   BENCH_IDLE_NOTIFICATIONS     notifications of the idle latency phase, sent one at a time (20)
+//   BENCH_ROUNDS                 rounds, each one ceiling run then one Herald throughput run; medians are reported (5)
+//   BENCH_TIMEOUT_SECONDS        how long a phase may take before the run fails (180)
+//   BENCH_HERALD_NODE_OPTIONS    NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
+//   BENCH_JSON                   also write the figures to this file
+//   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { simulatorKeys, type SimulatorKeys } from '../src/cli/simulate.ts';
+import { loadConfig } from '../src/config.ts';
+import { migrate, openOrm } from '../src/db/orm.ts';
+import { createApplication, createToken } from '../src/domain/applications.ts';
+import { setApnsCredentials, setFcmCredentials } from '../src/domain/credentials.ts';
+import type { PushContent } from '../src/domain/payloads.ts';
+import { createLogger } from '../src/logger.ts';
+import { createApnsProvider } from '../src/providers/apns.ts';
+import { createFcmProvider } from '../src/providers/fcm.ts';
+import type { ProviderEndpoints, Push, PushProvider } from '../src/providers/provider.ts';
+import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
+import {
+  cpuSeconds,
+  cpuSecondsOfAll,
+  fixed,
+  freePort,
+  integer,
+  launch,
+  machineCpu,
+  median,
+  percentile,
+  simulatorControl,
+  statusKb,
+  waitForHttp,
+  type Launched,
+} from './support.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const herald = path.join(root, 'bin', 'herald');
+
+const env = process.env;
+const numberOf = (name: string, fallback: number) => {
+  const value = env[name] ? Number(env[name]) : fallback;
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
+  return value;
+};
+const settings = {
+  users: numberOf('BENCH_USERS', 10_000),
+  notifications: numberOf('BENCH_NOTIFICATIONS', 20),
+  recipients: numberOf('BENCH_RECIPIENTS', 500),
+  idleNotifications: numberOf('BENCH_IDLE_NOTIFICATIONS', 20),
+  rounds: numberOf('BENCH_ROUNDS', 5),
+  timeoutMs: numberOf('BENCH_TIMEOUT_SECONDS', 180) * 1000,
+  /** Quiet time between two idle-phase notifications. */
+  idleGapMs: 250,
+  warmupNotifications: 2,
+};
+if (settings.recipients > 500) throw new Error('BENCH_RECIPIENTS: at most 500 users per notification (the API limit)');
+if (settings.notifications * settings.recipients > settings.users) {
+  throw new Error('BENCH_NOTIFICATIONS × BENCH_RECIPIENTS must not exceed BENCH_USERS: every notification targets distinct users');
+}
+
+const targets = { ratio: 0.6, deliveriesPerSecond: 5000, idleFirstPushMs: 100 };
+
+/** What every notification of the benchmark says: a typical visible push with a little data and a TTL. */
+const message = {
+  notification: { title: 'Order shipped', body: 'Your order is on its way' },
+  data: { order_id: 1234, kind: 'shipping' },
+  options: { priority: 'high', ttl: 3600 },
+} as const;
+/** The same content as a deliver job builds it from the stored notification (jobs.ts pushContent). */
+const pushContent: PushContent = {
+  notification: { ...message.notification, image_url: null, action_url: null },
+  data: { ...message.data },
+  options: { ...message.options },
+};
+
+const silent = createLogger('silent');
+const megabytes = (kb: number | null) => (kb === null ? 'n/a' : `${integer(kb / 1024)} MB`);
+const log = (line = '') => process.stdout.write(`${line}\n`);
+const userId = (n: number) => `user-${n}`;
+const iosToken = (n: number) => `${n.toString(16).padStart(8, '0')}${'a1'.repeat(28)}`;
+const androidToken = (n: number) => `fcm-${n}:APA91b${'x'.repeat(120)}`;
+
+// Everything the run opened, closed in reverse order whatever happens.
+const cleanups: { name: string; run: () => Promise<void> }[] = [];
+const onCleanup = (name: string, run: () => Promise<void>) => cleanups.push({ name, run });
+let cleaning: Promise<void> | null = null;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const { name, run } of cleanups.reverse()) {
+      try {
+        await run();
+      } catch (error) {
+        process.stderr.write(`cleanup (${name}) failed: ${(error as Error).message}\n`);
+      }
+    }
+  })();
+  return cleaning;
+}
+
+type Simulators = { process: Launched; apns: string; fcm: string; ca: string; caFile: string; keys: SimulatorKeys };
+type Received = { first: Map<string, number>; last: number; firstAt: number; pushes: number; counters: { apns: SimulatorCounters; fcm: SimulatorCounters } };
+
+async function clearSimulators(sims: Simulators): Promise<void> {
+  await Promise.all([sims.apns, sims.fcm].map((base) => simulatorControl(base, sims.ca, 'DELETE', '/__sim/received')));
+}
+
+/** What the simulators received since their last clear: the first push per notification id. */
+async function readSimulators(sims: Simulators): Promise<Received> {
+  const [apns, fcm] = await Promise.all(
+    [sims.apns, sims.fcm].map(async (base) => JSON.parse(await simulatorControl(base, sims.ca, 'GET', '/__sim/received'))),
+  );
+  const first = new Map<string, number>();
+  let firstAt = Infinity;
+  let last = 0;
+  let pushes = 0;
+  const seen = (notificationId: unknown, at: number, status: number) => {
+    if (status !== 200) return;
+    pushes += 1;
+    firstAt = Math.min(firstAt, at);
+    last = Math.max(last, at);
+    if (typeof notificationId !== 'string') return;
+    const known = first.get(notificationId);
+    if (known === undefined || at < known) first.set(notificationId, at);
+  };
+  for (const push of apns.received as { payload?: { herald?: { notification_id?: string } }; at: number; status: number }[]) {
+    seen(push.payload?.herald?.notification_id, push.at, push.status);
+  }
+  for (const push of fcm.received as { message?: { data?: { herald_notification_id?: string } }; at: number; status: number }[]) {
+    seen(push.message?.data?.herald_notification_id, push.at, push.status);
+  }
+  if (apns.counters.unrecorded > 0 || fcm.counters.unrecorded > 0) {
+    throw new Error('the simulators stopped recording (record limit reached): latencies would be wrong');
+  }
+  return { first, firstAt, last, pushes, counters: { apns: apns.counters, fcm: fcm.counters } };
+}
+
+async function startSimulatorsProcess(dataDir: string): Promise<Simulators> {
+  const caFile = path.join(dataDir, 'ca.pem');
+  // Port 0: the simulators take ephemeral ports and the JSON line names them. Recording stays on:
+  // the latency figures come from the time each push was received.
+  const child = launch('herald simulate', herald, ['simulate', '--apns-port', '0', '--fcm-port', '0', '--ca-file', caFile], {
+    cwd: root,
+    env: { PATH: env.PATH, HOME: env.HOME, HERALD_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+  });
+  onCleanup('simulators', () => child.stop(10_000));
+  const line = await child.waitForLine((text) => text.startsWith('{'), 30_000);
+  const printed = JSON.parse(line) as { apns: string; fcm: string; caFile: string; keysDir: string };
+  // The keys `simulate` just created in the fresh data folder: the credentials the simulators accept.
+  const keys = simulatorKeys(printed.keysDir);
+  return { process: child, apns: printed.apns, fcm: printed.fcm, ca: readFileSync(printed.caFile, 'utf8'), caFile: printed.caFile, keys };
+}
+
+/** The database, its application with both credentials and a server token, and the installations. */
+async function prepareDatabase(url: string, key: Buffer, keys: SimulatorKeys): Promise<{ applicationId: string; token: string; installations: number }> {
+  const orm = await openOrm(url, 2);
+  let applicationId: string;
+  let token: string;
+  try {
+    await migrate(orm);
+    const em = orm.em.fork();
+    const application = await createApplication(em, 'Fanout benchmark');
+    applicationId = application.id;
+    await setApnsCredentials(em, applicationId, keys.apns, key);
+    await setFcmCredentials(em, applicationId, keys.fcm, key);
+    token = (await createToken(em, { applicationId, name: 'bench', abilities: ['*'] })).plaintext;
+  } finally {
+    await orm.close();
+  }
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    // Registration speed is not what is measured: one statement, then fresh statistics.
+    const users = Array.from({ length: settings.users }, (_, index) => index + 1);
+    const device = JSON.stringify({ app_version: '1.0.0', os_version: null, model: null, locale: 'en-US', timezone: 'UTC' });
+    const inserted = await client.query(
+      `insert into installations
+         (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
+          registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
+       select gen_random_uuid(), $1, i.platform || '-' || i.n, i.platform, i.token, 'active', 'authorized', i.user_id, $2::jsonb,
+              now(), now(), now(), now()
+         from (select n, 'ios' as platform, ios_token as token, user_id from unnest($3::int[], $4::text[], $5::text[]) as u(n, ios_token, user_id)
+               union all
+               select n, 'android', android_token, user_id from unnest($3::int[], $6::text[], $5::text[]) as u(n, android_token, user_id)) i`,
+      [applicationId, device, users, users.map(iosToken), users.map(userId), users.map(androidToken)],
+    );
+    await client.query('analyze installations');
+    return { applicationId, token, installations: inserted.rowCount ?? 0 };
+  } finally {
+    await client.end();
+  }
+}
+
+type Ceiling = { run(): Promise<number>; close(): Promise<void> };
+
+/**
+ * (a) The adapters Herald uses (the same libraries, configured the same way), called directly with
+ * pre-built pushes, both platforms at once. Warmed up (connections, JWT, OAuth token, JIT) before
+ * the first measured run, as Herald is by its warm-up notifications. run() answers pushes/s.
+ */
+async function openCeiling(sims: Simulators, endpoints: ProviderEndpoints, ios: number, android: number): Promise<Ceiling> {
+  const apns = createApnsProvider(sims.keys.apns, endpoints, silent);
+  const fcm = createFcmProvider(sims.keys.fcm, endpoints, silent);
+  const pushes = (count: number, token: (n: number) => string): Push[] => {
+    const expiresAt = new Date(Date.now() + message.options.ttl * 1000);
+    let notificationId = randomUUID();
+    return Array.from({ length: count }, (_, index) => {
+      // As in Herald: pushes of one notification share its id, 500 users per notification.
+      if (index % settings.recipients === 0) notificationId = randomUUID();
+      return { deliveryId: randomUUID(), notificationId, token: token(index + 1), content: pushContent, expiresAt };
+    });
+  };
+  const sendAll = async (iosPushes: Push[], androidPushes: Push[]) => {
+    const outcomes = (await Promise.all([apns.send(iosPushes), fcm.send(androidPushes)])).flat();
+    const refused = outcomes.filter((outcome) => outcome.kind !== 'accepted');
+    if (refused.length > 0) throw new Error(`ceiling: ${refused.length} pushes not accepted, e.g. ${JSON.stringify(refused[0])}`);
+  };
+  let closing: Promise<void> | null = null;
+  const close = () => (closing ??= Promise.all([apns, fcm].map((provider: PushProvider) => provider.close())).then(() => undefined));
+  try {
+    await sendAll(pushes(500, iosToken), pushes(500, androidToken));
+    await clearSimulators(sims);
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return {
+    async run() {
+      const iosPushes = pushes(ios, iosToken);
+      const androidPushes = pushes(android, androidToken);
+      const started = performance.now();
+      await sendAll(iosPushes, androidPushes);
+      const elapsed = (performance.now() - started) / 1000;
+      await clearSimulators(sims);
+      return (ios + android) / elapsed;
+    },
+    close,
+  };
+}
+
+type Sent = { id: string; postedAt: number; acceptedAt: number };
+
+function api(port: number, token: string) {
+  const base = `http://127.0.0.1:${port}`;
+  return {
+    async send(userIds: string[], idempotencyKey: string): Promise<Sent> {
+      const postedAt = Date.now();
+      const response = await fetch(`${base}/api/v1/notifications`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+        body: JSON.stringify({ recipients: { user_ids: userIds }, ...message }),
+      });
+      const body = (await response.json()) as { data?: { id: string } };
+      const acceptedAt = Date.now();
+      if (response.status !== 202 || !body.data) throw new Error(`send: ${response.status} ${JSON.stringify(body)}`);
+      return { id: body.data.id, postedAt, acceptedAt };
+    },
+  };
+}
+
+/** Waits until every notification has a final status; returns when that was seen. */
+async function waitCompleted(pool: pg.Pool, ids: string[], pollMs: number, alive: () => boolean): Promise<number> {
+  const deadline = Date.now() + settings.timeoutMs;
+  for (;;) {
+    const { rows } = await pool.query<{ open: number }>(
+      'select count(*)::int as open from notifications where id = any($1::uuid[]) and completed_at is null',
+      [ids],
+    );
+    if (rows[0].open === 0) return Date.now();
+    if (!alive()) throw new Error('Herald exited during the run');
+    if (Date.now() > deadline) throw new Error(`${rows[0].open} of ${ids.length} notifications not completed after ${settings.timeoutMs / 1000} s`);
+    await sleep(pollMs);
+  }
+}
+
+type Outcome = { total: number; accepted: number; failed: number; skipped: number; pending: number; firstAccepted: number; lastAccepted: number; statuses: Record<string, number> };
+
+async function outcomes(pool: pg.Pool, ids: string[]): Promise<Outcome> {
+  const { rows } = await pool.query<{ total: number; accepted: number; failed: number; skipped: number; pending: number; first: string; last: string }>(
+    `select count(*)::int as total,
+            (count(*) filter (where state = 'accepted'))::int as accepted,
+            (count(*) filter (where state = 'failed'))::int as failed,
+            (count(*) filter (where state = 'skipped'))::int as skipped,
+            (count(*) filter (where state = 'pending'))::int as pending,
+            (extract(epoch from min(completed_at) filter (where state = 'accepted')) * 1000)::text as first,
+            (extract(epoch from max(completed_at) filter (where state = 'accepted')) * 1000)::text as last
+       from deliveries where notification_id = any($1::uuid[])`,
+    [ids],
+  );
+  const statuses = await pool.query<{ status: string; count: number }>(
+    'select status, count(*)::int as count from notifications where id = any($1::uuid[]) group by status',
+    [ids],
+  );
+  const row = rows[0];
+  return {
+    ...row,
+    firstAccepted: Number(row.first),
+    lastAccepted: Number(row.last),
+    statuses: Object.fromEntries(statuses.rows.map((status) => [status.status, status.count])),
+  };
+}
+
+type QueueTimes = { queue: string; jobs: number; waitP50: number; waitMax: number; runP50: number; runMax: number; busy: number };
+
+/**
+ * How the job queue behaved during a phase: per queue, how long jobs waited to be picked up
+ * (started_on - created_on) and ran (completed_on - started_on), and the sum of their run times.
+ */
+async function queueTimes(pool: pg.Pool, schema: string, since: number): Promise<QueueTimes[]> {
+  const { rows } = await pool.query<{ queue: string; wait: number; run: number }>(
+    `select name as queue,
+            extract(epoch from started_on - created_on) * 1000 as wait,
+            extract(epoch from completed_on - started_on) * 1000 as run
+       from "${schema}".job
+      where name in ('fanout', 'deliver') and created_on >= to_timestamp($1::double precision / 1000) and completed_on is not null`,
+    [since],
+  );
+  return ['fanout', 'deliver'].map((queue) => {
+    const jobs = rows.filter((row) => row.queue === queue);
+    const wait = jobs.map((job) => Number(job.wait));
+    const run = jobs.map((job) => Number(job.run));
+    return {
+      queue,
+      jobs: jobs.length,
+      waitP50: percentile(wait, 50),
+      waitMax: Math.max(...wait),
+      runP50: percentile(run, 50),
+      runMax: Math.max(...run),
+      busy: run.reduce((sum, value) => sum + value, 0),
+    };
+  });
+}
+
+/**
+ * Where the time from a 202 to the first push goes: median milliseconds after the 202 at which the
+ * fanout job was picked up and completed, the first deliver job was picked up, its deliveries were
+ * claimed (last_attempt_at), and the first push was received. Fanout jobs carry the notification's id.
+ */
+async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: Received): Promise<Record<string, number>> {
+  const { rows } = await pool.query<{ id: string; fanout_started: string; fanout_completed: string; deliver_started: string; claimed: string }>(
+    `select n.id,
+            (select extract(epoch from j.started_on) * 1000 from "${schema}".job j where j.name = 'fanout' and j.id = n.id)::text as fanout_started,
+            (select extract(epoch from j.completed_on) * 1000 from "${schema}".job j where j.name = 'fanout' and j.id = n.id)::text as fanout_completed,
+            (select extract(epoch from min(j.started_on)) * 1000 from "${schema}".job j
+              where j.name = 'deliver' and j.data->>'notificationId' = n.id::text)::text as deliver_started,
+            (select extract(epoch from min(d.last_attempt_at)) * 1000 from deliveries d where d.notification_id = n.id)::text as claimed
+       from notifications n where n.id = any($1::uuid[])`,
+    [sent.map((notification) => notification.id)],
+  );
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  const offsets = (pick: (row: (typeof rows)[number], notification: Sent) => number) =>
+    median(sent.map((notification) => pick(byId.get(notification.id)!, notification) - notification.acceptedAt));
+  return {
+    'fanout picked up': offsets((row) => Number(row.fanout_started)),
+    'fanout done': offsets((row) => Number(row.fanout_completed)),
+    'deliver picked up': offsets((row) => Number(row.deliver_started)),
+    'deliveries claimed': offsets((row) => Number(row.claimed)),
+    'first push': offsets((_, notification) => received.first.get(notification.id) ?? Number.NaN),
+  };
+}
+
+/** 202 → first push received by a simulator, per notification, in ms. */
+function firstPushLatencies(sent: Sent[], received: Received): number[] {
+  return sent.map((notification) => {
+    const at = received.first.get(notification.id);
+    if (at === undefined) throw new Error(`no push of notification ${notification.id} reached the simulators`);
+    return at - notification.acceptedAt;
+  });
+}
+
+type CpuSnapshot = { herald: number; simulators: number; bench: number; postgres: number; machine: { busy: number; total: number } };
+function cpuSnapshot(heraldPid: number, simulatorsPid: number): CpuSnapshot {
+  const bench = process.cpuUsage();
+  return {
+    herald: cpuSeconds(heraldPid),
+    simulators: cpuSeconds(simulatorsPid),
+    bench: (bench.user + bench.system) / 1e6,
+    postgres: cpuSecondsOfAll('postgres'),
+    machine: machineCpu(),
+  };
+}
+function coresUsed(before: CpuSnapshot, after: CpuSnapshot, seconds: number) {
+  const per = (key: 'herald' | 'simulators' | 'bench' | 'postgres') => (after[key] - before[key]) / seconds;
+  const machineTotal = after.machine.total - before.machine.total;
+  const machineBusy = machineTotal > 0 ? ((after.machine.busy - before.machine.busy) / machineTotal) * os.availableParallelism() : Number.NaN;
+  const ours = per('herald') + per('simulators') + per('bench') + per('postgres');
+  return {
+    herald: per('herald'),
+    simulators: per('simulators'),
+    bench: per('bench'),
+    postgres: per('postgres'),
+    /** Everything else the machine ran meanwhile (other users' Postgres sessions count as Postgres). */
+    others: Math.max(0, machineBusy - ours),
+    machineBusy,
+  };
+}
+
+async function run(): Promise<number> {
+  const adminUrl = env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const stamp = new Date().toISOString().replace(/\D/g, '').slice(0, 17);
+  const database = `herald_bench_${stamp}`;
+  const url = Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
+  const expected = settings.notifications * settings.recipients * 2;
+
+  log(`Herald fanout benchmark, ${new Date().toISOString()}`);
+  log(
+    `machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}; ` +
+      `Node ${process.version}; database ${database} on ${new URL(adminUrl).host}`,
+  );
+
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'herald-bench-'));
+  onCleanup('temporary folder', async () => rmSync(tmp, { recursive: true, force: true }));
+
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`create database "${database}"`);
+  } finally {
+    await admin.end();
+  }
+  onCleanup('database', async () => {
+    const client = new pg.Client({ connectionString: adminUrl });
+    await client.connect();
+    try {
+      await client.query(`drop database if exists "${database}" with (force)`);
+    } finally {
+      await client.end();
+    }
+  });
+
+  const sims = await startSimulatorsProcess(path.join(tmp, 'simulators'));
+  const endpoints: ProviderEndpoints = { apns: sims.apns, fcm: sims.fcm, ca: sims.ca };
+  log(`simulators: APNs ${sims.apns}, FCM ${sims.fcm} (process ${sims.process.pid}, recording on)`);
+
+  const credentialsKey = randomBytes(32);
+  const prepared = await prepareDatabase(url, credentialsKey, sims.keys);
+  log(`registered ${integer(prepared.installations)} installations (${integer(settings.users)} users × iOS + Android)`);
+
+  const perPlatform = settings.notifications * settings.recipients;
+
+  // (b) Herald as its own process, pointed at the simulators.
+  const port = await freePort();
+  const heraldEnv: NodeJS.ProcessEnv = {
+    PATH: env.PATH,
+    HOME: env.HOME,
+    DATABASE_URL: url,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    LOG_LEVEL: 'warn',
+    HERALD_DATA_DIR: path.join(tmp, 'herald'),
+    HERALD_APNS_ENDPOINT: sims.apns,
+    HERALD_FCM_ENDPOINT: sims.fcm,
+    HERALD_PROVIDER_CA_FILE: sims.caFile,
+    HERALD_CREDENTIALS_KEY: credentialsKey.toString('base64'),
+    HERALD_SEND_QUOTA: '1000000',
+  };
+  for (const name of ['HERALD_WORKER_CONCURRENCY', 'HERALD_DELIVER_BATCH_SIZE', 'HERALD_DB_POOL_MAX']) {
+    if (env[name]) heraldEnv[name] = env[name];
+  }
+  if (env.BENCH_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.BENCH_HERALD_NODE_OPTIONS;
+  const heraldConfig = loadConfig(heraldEnv);
+  const queueSchema = heraldConfig.HERALD_QUEUE_SCHEMA;
+  const server = launch('herald start', herald, ['start', '--no-simulate'], { cwd: root, env: heraldEnv });
+  onCleanup('herald', () => server.stop());
+  await waitForHttp(`http://127.0.0.1:${port}/readyz`, 60_000, () => !server.exited());
+  log(
+    `herald: process ${server.pid} on port ${port}; worker concurrency ${heraldConfig.HERALD_WORKER_CONCURRENCY}, ` +
+      `deliver batch ${heraldConfig.HERALD_DELIVER_BATCH_SIZE}, db pool ${heraldConfig.HERALD_DB_POOL_MAX}` +
+      (env.BENCH_HERALD_NODE_OPTIONS ? `, NODE_OPTIONS ${env.BENCH_HERALD_NODE_OPTIONS}` : ''),
+  );
+
+  const startRssKb = statusKb(server.pid, 'VmRSS');
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  onCleanup('pool', () => pool.end());
+  const client = api(port, prepared.token);
+  const recipients = (index: number) =>
+    Array.from({ length: settings.recipients }, (_, offset) => userId(((index * settings.recipients + offset) % settings.users) + 1));
+  const alive = () => !server.exited();
+
+  // Warm-up (not measured): provider connections, tokens, JIT, statement caches.
+  for (let index = 0; index < settings.warmupNotifications; index++) {
+    const sent = await client.send(recipients(index), `warmup-${index}`);
+    await waitCompleted(pool, [sent.id], 10, alive);
+  }
+  await sleep(500);
+
+  // Idle latency: one notification at a time on a quiet system.
+  await clearSimulators(sims);
+  const idleStarted = Date.now();
+  const idleSent: Sent[] = [];
+  for (let index = 0; index < settings.idleNotifications; index++) {
+    await sleep(settings.idleGapMs);
+    const sent = await client.send(recipients(index), `idle-${index}`);
+    idleSent.push(sent);
+    await waitCompleted(pool, [sent.id], 10, alive);
+  }
+  const idleOutcome = await outcomes(pool, idleSent.map((sent) => sent.id));
+  if (idleOutcome.accepted !== settings.idleNotifications * settings.recipients * 2) {
+    throw new Error(`idle phase: ${idleOutcome.accepted} deliveries accepted of ${settings.idleNotifications * settings.recipients * 2}`);
+  }
+  const idleReceived = await readSimulators(sims);
+  const idleLatency = firstPushLatencies(idleSent, idleReceived);
+  const idleTimeline = await timeline(pool, queueSchema, idleSent, idleReceived);
+  const idleJobs = await queueTimes(pool, queueSchema, idleStarted);
+  log(`idle: ${idleSent.length} notifications one at a time, 202 → first push p50 ${integer(percentile(idleLatency, 50))} ms`);
+
+  // Throughput: every notification of a round sent at once, each to its own 500 users.
+  const loadRound = async (round: number) => {
+    await clearSimulators(sims);
+    await sleep(500);
+    const before = cpuSnapshot(server.pid, sims.process.pid);
+    const started = Date.now();
+    const sent = await Promise.all(
+      Array.from({ length: settings.notifications }, (_, index) => client.send(recipients(index), `load-${stamp}-${round}-${index}`)),
+    );
+    const ids = sent.map((notification) => notification.id);
+    await waitCompleted(pool, ids, 20, alive);
+    const first202 = Math.min(...sent.map((notification) => notification.acceptedAt));
+    const after = cpuSnapshot(server.pid, sims.process.pid);
+    const cpuWindow = (Date.now() - started) / 1000;
+    const result = await outcomes(pool, ids);
+    if (result.accepted !== expected || result.pending > 0) {
+      throw new Error(`throughput round ${round + 1}: ${result.accepted} of ${expected} deliveries accepted (${JSON.stringify(result)})`);
+    }
+    const received = await readSimulators(sims);
+    const seconds = (result.lastAccepted - first202) / 1000;
+    return {
+      rate: result.accepted / seconds,
+      seconds,
+      accepted: result.accepted,
+      statuses: result.statuses,
+      latency: firstPushLatencies(sent, received),
+      sendSpanMs: Math.max(...sent.map((notification) => notification.acceptedAt)) - Math.min(...sent.map((notification) => notification.postedAt)),
+      providerRate: received.pushes / ((received.last - received.firstAt) / 1000),
+      received,
+      cores: coresUsed(before, after, cpuWindow),
+      cpuWindow,
+      jobs: await queueTimes(pool, queueSchema, started),
+    };
+  };
+  // (a) and (b) alternate, one ceiling run then one Herald round, so that whatever else the machine
+  // does meanwhile weighs on both alike; each pair gives a ratio. Herald sits idle during (a).
+  const ceiling = await openCeiling(sims, endpoints, perPlatform, perPlatform);
+  onCleanup('ceiling providers', () => ceiling.close());
+  const rounds: (Awaited<ReturnType<typeof loadRound>> & { ceiling: number; ceilingOthers: number; ratio: number; rssKb: number | null })[] = [];
+  for (let round = 0; round < settings.rounds; round++) {
+    const before = cpuSnapshot(server.pid, sims.process.pid);
+    const ceilingStarted = performance.now();
+    const ceilingRate = await ceiling.run();
+    const ceilingOthers = coresUsed(before, cpuSnapshot(server.pid, sims.process.pid), (performance.now() - ceilingStarted) / 1000).others;
+    const result = await loadRound(round);
+    rounds.push({ ...result, ceiling: ceilingRate, ceilingOthers, ratio: result.rate / ceilingRate, rssKb: statusKb(server.pid, 'VmRSS') });
+    log(
+      `round ${round + 1}: (a) ${integer(ceilingRate)} pushes/s, (b) ${integer(result.rate)} deliveries/s, ratio ${fixed(result.rate / ceilingRate, 2)}; ` +
+        `(b) CPU cores: Herald ${fixed(result.cores.herald, 2)}, Postgres ${fixed(result.cores.postgres, 2)}, ` +
+        `simulators ${fixed(result.cores.simulators, 2)}, other processes ${fixed(result.cores.others, 2)} (during (a) ${fixed(ceilingOthers, 2)})`,
+    );
+  }
+  await ceiling.close();
+
+  // Peak RSS just before stopping it (VmHWM: the high-water mark of its resident set).
+  const peakRssKb = statusKb(server.pid, 'VmHWM');
+  const simulatorsPeakKb = statusKb(sims.process.pid, 'VmHWM');
+  const problems = [...server.problems];
+  await server.stop();
+  if (server.child.exitCode !== 0) log(`note: herald exited with ${server.child.exitCode ?? server.child.signalCode}`);
+
+  // Medians over the rounds; the round with the median Herald rate stands for the details. The
+  // round the other processes disturbed least is shown too. Latency under load pools every round.
+  const ceilingRate = median(rounds.map((round) => round.ceiling));
+  const heraldRate = median(rounds.map((round) => round.rate));
+  const ratio = median(rounds.map((round) => round.ratio));
+  const byRate = [...rounds].sort((a, b) => a.rate - b.rate);
+  const typical = byRate[Math.floor((byRate.length - 1) / 2)];
+  const quietest = [...rounds].sort((a, b) => a.cores.others + a.ceilingOthers - (b.cores.others + b.ceilingOthers))[0];
+  const loadLatency = rounds.flatMap((round) => round.latency);
+  const idleP50 = percentile(idleLatency, 50);
+  const verdict = (ok: boolean) => (ok ? 'PASS' : 'BELOW');
+  const row = (label: string, ...cells: string[]) => log(`  ${label.padEnd(46)}${cells.map((cell) => cell.padStart(12)).join('')}`);
+  const cpu = typical.cores;
+
+  log();
+  log('Summary');
+  row('', 'pushes', 'seconds', 'per second');
+  row(`(a) ceiling: adapters → simulators (median)`, integer(perPlatform * 2), fixed((perPlatform * 2) / ceilingRate, 2), integer(ceilingRate));
+  row(`    rounds: ${rounds.map((round) => integer(round.ceiling)).join(' / ')}`);
+  row(`(b) Herald: first 202 → last accepted (median)`, integer(expected), fixed(expected / heraldRate, 2), integer(heraldRate));
+  row(`    rounds: ${rounds.map((round) => integer(round.rate)).join(' / ')}`);
+  row(`    ratio (b)/(a), median of the rounds' ratios`, '', '', fixed(ratio, 2));
+  row(
+    `    least disturbed round (${rounds.indexOf(quietest) + 1}): (a) ${integer(quietest.ceiling)}, (b) ${integer(quietest.rate)}, ` +
+      `ratio ${fixed(quietest.ratio, 2)} (other processes: ${fixed(quietest.ceilingOthers, 2)} / ${fixed(quietest.cores.others, 2)} cores)`,
+  );
+  row(`    the ${settings.notifications} sends answered (202) within ${integer(typical.sendSpanMs)} ms`);
+  row(`    provider side: first → last push`, integer(typical.received.pushes), fixed(typical.received.pushes / typical.providerRate, 2), integer(typical.providerRate));
+  log();
+  row('202 → first push (ms)', 'p50', 'p99', 'max');
+  row(
+    `  under load (${settings.notifications} at once, ${rounds.length} rounds)`,
+    integer(percentile(loadLatency, 50)),
+    integer(percentile(loadLatency, 99)),
+    integer(Math.max(...loadLatency)),
+  );
+  row(`  idle (${settings.idleNotifications}, one at a time)`, integer(idleP50), integer(percentile(idleLatency, 99)), integer(Math.max(...idleLatency)));
+  log(
+    `  idle timeline, median ms after the 202: ${Object.entries(idleTimeline)
+      .map(([step, ms]) => `${step} ${integer(ms)}`)
+      .join(', ')}`,
+  );
+  log();
+  log(
+    `  Herald peak RSS (VmHWM): ${megabytes(peakRssKb)} (resident once started: ${megabytes(startRssKb)}; ` +
+      `after each round: ${rounds.map((round) => megabytes(round.rssKb)).join(', ')}); simulators' peak ${megabytes(simulatorsPeakKb)}`,
+  );
+  log(
+    `  CPU during the median round, in cores: Herald ${fixed(cpu.herald, 2)}, Postgres (all backends) ${fixed(cpu.postgres, 2)}, ` +
+      `simulators ${fixed(cpu.simulators, 2)}, bench ${fixed(cpu.bench, 2)}, other processes ${fixed(cpu.others, 2)}; ` +
+      `machine busy ${fixed(cpu.machineBusy, 2)} of ${os.availableParallelism()}`,
+  );
+  // CPU time per delivery hardly depends on what else the machine runs: it bounds (b) on this machine.
+  const perDelivery = (cores: number) => (cores * typical.cpuWindow * 1e6) / typical.accepted;
+  const cpuPerDelivery = perDelivery(cpu.herald) + perDelivery(cpu.postgres) + perDelivery(cpu.simulators);
+  log(
+    `  CPU per delivery: Herald ${integer(perDelivery(cpu.herald))} µs, Postgres ${integer(perDelivery(cpu.postgres))} µs, ` +
+      `simulators ${integer(perDelivery(cpu.simulators))} µs: with nothing else running, ${os.availableParallelism()} cores ` +
+      `allow at most ~${integer((os.availableParallelism() * 1e6) / cpuPerDelivery)} deliveries/s end to end`,
+  );
+  if (cpu.others > 0.3) log(`  NOTE: other processes used ${fixed(cpu.others, 2)} cores meanwhile: the figures are lower than on a quiet machine.`);
+  log(
+    `  simulators: APNs ${typical.received.counters.apns.sessions} connection(s) since start, max ${typical.received.counters.apns.maxInFlight} in flight; ` +
+      `FCM ${typical.received.counters.fcm.sessions} connection(s), max ${typical.received.counters.fcm.maxInFlight} in flight`,
+  );
+  for (const [phase, queue] of [...idleJobs.map((times) => ['idle', times] as const), ...typical.jobs.map((times) => ['load', times] as const)]) {
+    log(
+      `  ${phase}: ${queue.queue} jobs: ${queue.jobs}, waited p50 ${integer(queue.waitP50)} / max ${integer(queue.waitMax)} ms, ` +
+        `ran p50 ${integer(queue.runP50)} / max ${integer(queue.runMax)} ms, ${fixed(queue.busy / 1000, 2)} s of job time in all`,
+    );
+  }
+  log(`  notifications: ${JSON.stringify(typical.statuses)}; Herald warnings/errors logged: ${problems.length}`);
+  for (const line of problems.slice(0, 5)) log(`    ${line.slice(0, 300)}`);
+  log();
+  log('Targets');
+  row(`  (b)/(a) ≥ ${targets.ratio}`, fixed(ratio, 2), verdict(ratio >= targets.ratio));
+  row(`  Herald ≥ ${integer(targets.deliveriesPerSecond)} deliveries/s`, integer(heraldRate), verdict(heraldRate >= targets.deliveriesPerSecond));
+  row(`  idle 202 → first push p50 ≤ ~${targets.idleFirstPushMs} ms`, `${integer(idleP50)} ms`, verdict(idleP50 <= targets.idleFirstPushMs));
+
+  if (env.BENCH_JSON) {
+    const figures = {
+      at: new Date().toISOString(),
+      loadAverage: os.loadavg(),
+      settings,
+      herald: {
+        concurrency: heraldConfig.HERALD_WORKER_CONCURRENCY,
+        batchSize: heraldConfig.HERALD_DELIVER_BATCH_SIZE,
+        poolMax: heraldConfig.HERALD_DB_POOL_MAX,
+      },
+      ceilingRate,
+      heraldRate,
+      startRssKb,
+      rounds: rounds.map(({ ceiling, ceilingOthers, rate, ratio, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
+        rssKb,
+        ceiling,
+        ceilingOthers,
+        rate,
+        ratio,
+        seconds,
+        cores,
+        jobs,
+        sendSpanMs,
+        providerRate,
+      })),
+      ratio,
+      loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99) },
+      idleLatency: { p50: idleP50, p99: percentile(idleLatency, 99), all: idleLatency, timeline: idleTimeline, jobs: idleJobs },
+      peakRssKb,
+      problems: problems.length,
+    };
+    writeFileSync(env.BENCH_JSON, `${JSON.stringify(figures, null, 2)}\n`);
+  }
+  return 0;
+}
+
+let exitCode: number;
+let interrupted = false;
+for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
+  process.on(event, (error) => {
+    process.stderr.write(`\nbench-fanout: ${event}: ${(error as Error)?.stack ?? error}\n`);
+    void cleanup().then(() => process.exit(1));
+  });
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    process.stderr.write(`\n${signal}: cleaning up\n`);
+    void cleanup().then(() => process.exit(130));
+  });
+}
+try {
+  exitCode = await run();
+} catch (error) {
+  process.stderr.write(`\nbench-fanout: the run failed: ${(error as Error).stack ?? error}\n`);
+  exitCode = 1;
+} finally {
+  await cleanup();
+}
+process.exit(exitCode);

@@ -1,0 +1,193 @@
+// What the fanout benchmark needs besides its scenario: child processes, the simulators' /__sim
+// control endpoints, CPU and memory figures from /proc, and small statistics.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { createServer, type AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export type Launched = {
+  name: string;
+  child: ChildProcess;
+  pid: number;
+  /** The last lines it wrote (stdout and stderr), for the report of a failed run. */
+  lines: string[];
+  /** Lines that look like pino warnings or errors (level ≥ 40). */
+  problems: string[];
+  /** Resolves with the first stdout line matching `match`, rejects when the process exits first. */
+  waitForLine(match: (line: string) => boolean, timeoutMs: number): Promise<string>;
+  exited(): boolean;
+  /** SIGTERM, then SIGKILL after `graceMs`. */
+  stop(graceMs?: number): Promise<void>;
+};
+
+export function launch(name: string, command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): Launched {
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (child.pid === undefined) throw new Error(`${name}: could not start ${command}`);
+  const lines: string[] = [];
+  const problems: string[] = [];
+  const waiters = new Set<{ match: (line: string) => boolean; resolve: (line: string) => void }>();
+  const onLine = (line: string, stdout: boolean) => {
+    lines.push(line);
+    if (lines.length > 300) lines.shift();
+    if (/^\{.*"level":(4|5|6)\d/.test(line) && problems.length < 1000) problems.push(line);
+    if (!stdout) return;
+    for (const waiter of waiters) {
+      if (waiter.match(line)) {
+        waiters.delete(waiter);
+        waiter.resolve(line);
+      }
+    }
+  };
+  createInterface({ input: child.stdout! }).on('line', (line) => onLine(line, true));
+  createInterface({ input: child.stderr! }).on('line', (line) => onLine(line, false));
+  let done = false;
+  const exit = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      done = true;
+      resolve();
+    }),
+  );
+  return {
+    name,
+    child,
+    pid: child.pid,
+    lines,
+    problems,
+    exited: () => done,
+    waitForLine(match, timeoutMs) {
+      return new Promise<string>((resolve, reject) => {
+        const waiter = { match, resolve: (line: string) => (clearTimeout(timer), resolve(line)) };
+        const timer = setTimeout(() => {
+          waiters.delete(waiter);
+          reject(new Error(`${name} printed nothing expected within ${timeoutMs} ms:\n${lines.join('\n')}`));
+        }, timeoutMs);
+        waiters.add(waiter);
+        void exit.then(() => {
+          if (!waiters.delete(waiter)) return;
+          clearTimeout(timer);
+          reject(new Error(`${name} exited (${child.exitCode ?? child.signalCode}):\n${lines.join('\n')}`));
+        });
+      });
+    },
+    async stop(graceMs = 30_000) {
+      if (done) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exit;
+      clearTimeout(timer);
+    },
+  };
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** Polls `url` until it answers 200. */
+export async function waitForHttp(url: string, timeoutMs: number, alive: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!alive()) throw new Error(`${url}: the process exited`);
+    try {
+      const response = await fetch(url);
+      await response.arrayBuffer();
+      if (response.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await sleep(50);
+  }
+  throw new Error(`${url} did not answer 200 within ${timeoutMs} ms`);
+}
+
+/** A request to a simulator's /__sim endpoints (HTTPS, HTTP/1.1, trusting its certificate). */
+export function simulatorControl(base: string, ca: string, method: 'GET' | 'DELETE', path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const request = httpsRequest(new URL(path, base), { method, ca, agent: false, timeout: 60_000 }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        if ((response.statusCode ?? 0) >= 300) reject(new Error(`${method} ${base}${path}: ${response.statusCode} ${body}`));
+        else resolve(body);
+      });
+      response.on('error', reject);
+    });
+    request.on('timeout', () => request.destroy(new Error(`${method} ${base}${path} timed out`)));
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+const clockTicks = 100;
+
+/** CPU seconds (user + system) a process has used so far; 0 once it is gone. */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // After the command: state is field 3, utime 14, stime 15 (1-based, man proc).
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds of every process named `name` (e.g. all Postgres backends of the server). */
+export function cpuSecondsOfAll(name: string): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) total += cpuSeconds(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
+}
+
+/** Busy and total CPU seconds of the whole machine so far (all cores), from /proc/stat. */
+export function machineCpu(): { busy: number; total: number } {
+  const [, ...values] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+  const ticks = values.map(Number);
+  const total = ticks.reduce((sum, value) => sum + value, 0);
+  // idle and iowait
+  const idle = ticks[3] + (ticks[4] ?? 0);
+  return { busy: (total - idle) / clockTicks, total: total / clockTicks };
+}
+
+/** A /proc/<pid>/status field in kB (VmHWM: peak resident set size). */
+export function statusKb(pid: number, field: string): number | null {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Nearest-rank percentile of unsorted values. */
+export function percentile(values: number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+export const integer = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : 'n/a');
+export const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
