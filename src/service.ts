@@ -21,12 +21,13 @@ import type { Logger } from './logger.ts';
 import type { ProviderEndpoints } from './providers/provider.ts';
 
 /**
- * The key that encrypts provider credentials: HERALD_CREDENTIALS_KEY; on the zero-config start
- * (embedded database, a developer's machine) a key kept beside the data, created on first use.
+ * The key that encrypts provider credentials: HERALD_CREDENTIALS_KEY; on a developer's machine
+ * (the embedded database, or pushing to the simulators) a key kept beside the data, created on
+ * first use.
  */
-export function resolveCredentialsKey(config: Config): Buffer | null {
+export function resolveCredentialsKey(config: Config, options: { simulated?: boolean } = {}): Buffer | null {
   const configured = credentialsKey(config.HERALD_CREDENTIALS_KEY);
-  if (configured || config.DATABASE_URL) return configured;
+  if (configured || (config.DATABASE_URL && !options.simulated)) return configured;
   const file = path.join(config.dataDir, 'credentials.key');
   if (!existsSync(file)) {
     mkdirSync(config.dataDir, { recursive: true });
@@ -97,10 +98,11 @@ export async function startService(
   config: Config,
   logger: Logger,
   roles: { api: boolean; worker: boolean },
-  endpoints: ProviderEndpoints = configuredEndpoints(config),
+  simulators?: ProviderEndpoints,
 ): Promise<Service> {
+  const endpoints = simulators ?? configuredEndpoints(config);
   const database = await openDatabase(config, logger, { ownEmbedded: true });
-  const key = resolveCredentialsKey(config);
+  const key = resolveCredentialsKey(config, { simulated: simulators !== undefined });
   // Only workers open credentials; an API process has no use for the key.
   if (roles.worker) await assertCredentialsReadable(database.orm.em.fork(), key);
   const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA });

@@ -1,0 +1,76 @@
+// The README's quick start, automated: `herald start --simulate` on an empty database prints a
+// demo application whose tokens take a notification all the way to `completed`.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import request from 'supertest';
+import { databaseUrl } from './support/harness.ts';
+import { startHerald, type HeraldProcess } from './support/processes.ts';
+
+let herald: HeraldProcess;
+let emptyDatabase: string;
+const name = `herald_quickstart_${process.pid}`;
+
+async function admin(sql: string) {
+  const url = new URL(databaseUrl());
+  url.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+beforeAll(async () => {
+  await admin(`create database ${name}`);
+  const url = new URL(databaseUrl());
+  url.pathname = `/${name}`;
+  emptyDatabase = url.toString();
+  herald = await startHerald(
+    ['start', '--simulate'],
+    { DATABASE_URL: emptyDatabase, HERALD_DATA_DIR: mkdtempSync(path.join(tmpdir(), 'herald-quickstart-')) },
+    (line) => line.includes('These tokens are shown once'),
+  );
+});
+afterAll(async () => {
+  await herald?.stop();
+  await admin(`drop database if exists ${name} with (force)`);
+});
+
+test('the demo tokens register two phones and send them a notification that completes through the simulators', async () => {
+  const output = herald.logs.join('\n');
+  const server = /server token \(all abilities\):\s+(hrld_\S+)/.exec(output)?.[1];
+  const app = /app token \([^)]*\):\s+(hrld_\S+)/.exec(output)?.[1];
+  expect(server).toBeDefined();
+  expect(app).toBeDefined();
+  const api = request(`http://127.0.0.1:${herald.port}`);
+
+  await api
+    .put('/api/v1/installations/phone-1')
+    .set('Authorization', `Bearer ${app}`)
+    .send({ platform: 'ios', provider: { identifier: 'a1b2c3d4' }, user_id: 'user-1', permission: 'authorized' })
+    .expect(201);
+  await api
+    .put('/api/v1/installations/phone-2')
+    .set('Authorization', `Bearer ${app}`)
+    .send({ platform: 'android', provider: { identifier: 'fcm-token-1' }, user_id: 'user-1', permission: 'authorized' })
+    .expect(201);
+  const sent = await api
+    .post('/api/v1/notifications')
+    .set('Authorization', `Bearer ${server}`)
+    .send({ recipients: { user_ids: ['user-1'] }, notification: { title: 'Hello', body: 'From Herald' } })
+    .expect(202);
+  expect(sent.body.data.status).toBe('queued');
+
+  const deadline = Date.now() + 15_000;
+  let notification;
+  do {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    notification = (await api.get(`/api/v1/notifications/${sent.body.data.id}`).set('Authorization', `Bearer ${server}`)).body.data;
+  } while (!notification.completed_at && Date.now() < deadline);
+  expect(notification.status).toBe('completed');
+  expect(notification.statistics).toMatchObject({ users: 1, installations: 2, accepted: 2 });
+});
