@@ -29,7 +29,10 @@ export async function startHerald(
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`herald ${args.join(' ')} did not start:\n${logs.join('\n')}`)), 20_000);
-    child.once('exit', (code) => reject(new Error(`herald ${args.join(' ')} exited with ${code}:\n${logs.join('\n')}`)));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`herald ${args.join(' ')} exited with ${code}:\n${logs.join('\n')}`));
+    });
     for (const stream of [child.stdout!, child.stderr!]) {
       createInterface({ input: stream }).on('line', (line) => {
         logs.push(line);
