@@ -128,7 +128,6 @@ export async function findNotification(em: EntityManager, applicationId: string,
   return notification;
 }
 
-
 /** Newest first. The cursor is the last id of the previous page (ids are time-ordered UUIDv7). */
 export async function listNotifications(
   em: EntityManager,
