@@ -43,6 +43,10 @@ function port(value: string): number {
   return parsed;
 }
 
+async function requireApplication(em: EntityManager, id: string): Promise<void> {
+  if (!(await findApplication(em, id))) throw new Error(`No application ${id}.`);
+}
+
 /** Runs an admin command against the database, then closes everything it opened. */
 async function withDatabase<T>(config: Config, logger: Logger, work: (em: EntityManager) => Promise<T>): Promise<T> {
   const database = await openDatabase(config, logger, { ownEmbedded: false });
@@ -185,7 +189,7 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
         ? null
         : { quota: options.quota!, windowSeconds: options.window ?? config.HERALD_SEND_WINDOW_SECONDS };
       await withDatabase(config, adminLogger, async (em) => {
-        if (!(await findApplication(em, options.app))) throw new Error(`No application ${options.app}.`);
+        await requireApplication(em, options.app);
         await setSendPolicy(em, options.app, policy);
       });
       out(
@@ -214,7 +218,7 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
       const key = keyFor();
       const pem = readFileSync(options.keyFile, 'utf8');
       await withDatabase(config, adminLogger, async (em) => {
-        if (!(await findApplication(em, options.app))) throw new Error(`No application ${options.app}.`);
+        await requireApplication(em, options.app);
         const { keyId, teamId, bundleId, sandbox } = options;
         await setApnsCredentials(em, options.app, { key: pem, keyId, teamId, bundleId, sandbox }, key);
       });
@@ -229,7 +233,7 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
       const key = keyFor();
       const serviceAccount = JSON.parse(readFileSync(options.serviceAccount, 'utf8'));
       await withDatabase(config, adminLogger, async (em) => {
-        if (!(await findApplication(em, options.app))) throw new Error(`No application ${options.app}.`);
+        await requireApplication(em, options.app);
         await setFcmCredentials(em, options.app, { serviceAccount }, key);
       });
       out(`Stored FCM credentials for application ${options.app}.`);
@@ -264,7 +268,7 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
     )
     .action(async (options: { app: string; name: string; abilities: string[] }) => {
       const created = await withDatabase(config, adminLogger, async (em) => {
-        if (!(await findApplication(em, options.app))) throw new Error(`No application ${options.app}.`);
+        await requireApplication(em, options.app);
         return createToken(em, { applicationId: options.app, name: options.name, abilities: options.abilities });
       });
       out(`Created token ${created.token.id} (${created.token.abilities.join(' ')})`);
