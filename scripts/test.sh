@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make test: the whole suite as CI runs it (.ci/run). install, codegen-check, lint and typecheck
+# first, stopping at the first failure (no test runs then); then jest (make unit) and schemathesis
+# (make fuzz-ci), each whatever the other did. The last line of the output is
+# `N passed, M failed`, every jest test and schemathesis test case that ran
+# (scripts/test-summary.mjs). Exits non-zero when a step failed or a test failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+make=${MAKE:-make}
+node=node_modules/.bin/node
+jest_report=reports/jest-results.json # written by make unit
+fuzz_junit=reports/fuzz-junit.xml     # written by scripts/fuzz.sh
+fuzz_log=reports/fuzz-output.log      # what make fuzz-ci printed: schemathesis' "Test cases:" line
+
+# The reports of an earlier run must never be counted.
+rm -f "$jest_report" "$fuzz_junit" "$fuzz_log"
+mkdir -p reports
+
+status=0
+jest_exit=skipped
+fuzz_exit=skipped
+if "$make" --no-print-directory install codegen-check lint typecheck; then
+  "$make" --no-print-directory unit
+  jest_exit=$?
+  # Shown live and kept for the summary.
+  "$make" --no-print-directory fuzz-ci 2>&1 | tee "$fuzz_log"
+  fuzz_exit=${PIPESTATUS[0]}
+  [ "$jest_exit" = 0 ] && [ "$fuzz_exit" = 0 ] || status=1
+else
+  status=1
+fi
+
+summary_line='^[0-9]+ passed, [0-9]+ failed$'
+if [ -x "$node" ]; then
+  summary=$("$node" scripts/test-summary.mjs --jest-report "$jest_report" --jest-exit "$jest_exit" \
+    --fuzz-junit "$fuzz_junit" --fuzz-log "$fuzz_log" --fuzz-exit "$fuzz_exit") || status=1
+else
+  summary='' # install failed before Node 24 was there
+fi
+if [[ "${summary##*$'\n'}" =~ $summary_line ]]; then
+  printf '%s\n' "$summary"
+else
+  # No summary from the script (it crashed, or there is no Node): never end without the line.
+  [ -n "$summary" ] && printf '%s\n' "$summary"
+  if [ "$jest_exit$fuzz_exit" = skippedskipped ]; then
+    echo '0 passed, 0 failed'
+  else
+    echo 'test: the test summary could not be computed' >&2
+    echo '0 passed, 1 failed'
+  fi
+  status=1
+fi
+exit "$status"
