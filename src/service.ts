@@ -123,6 +123,8 @@ export async function startService(
   let limiterPool: pg.Pool | null = null;
   if (roles.api) {
     limiterPool = new pg.Pool({ connectionString: database.url, max: 4 });
+    // An idle connection the server closes is an 'error' event: without a listener it would end the process.
+    limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit database connection lost'));
     const app = createApp({
       orm: database.orm,
       boss,

@@ -1,6 +1,7 @@
 // The error body and the HTTP edges: malformed JSON, oversized and non-JSON bodies, unknown
 // routes and methods, validation field paths, request ids, system endpoints, and what the logs
 // must never hold.
+import type { Request } from 'express';
 import request from 'supertest';
 import { loadDocument } from '../src/http/document.ts';
 import { fieldName, toHttpError } from '../src/http/errors.ts';
@@ -37,14 +38,15 @@ describe('malformed and unacceptable bodies', () => {
     ['null', 'null'],
     ['a bare string', '"hello"'],
     ['a bare number', '42'],
-  ])('a JSON body that is %s is 400, not a 500', async (_name, raw) => {
+    ['an array', '[1]'],
+  ])('a JSON body that is %s is valid JSON, so a 422 naming the body, not "Malformed JSON"', async (_name, raw) => {
     const res = await request(harness.app)
       .post('/api/v1/notifications')
       .set('Authorization', auth())
       .set('Content-Type', 'application/json')
       .send(raw);
-    expect(res.status).toBe(400);
-    expect(res.body).toEqual({ message: expect.any(String) });
+    expect(res.status).toBe(422);
+    expect(res.body).toEqual({ message: 'The body must be an object.', errors: { body: ['The body must be an object.'] } });
   });
 
   test('a JSON array where an object is expected is 422 keyed body', async () => {
@@ -115,14 +117,14 @@ describe('routes and methods', () => {
     expect(res.status).toBe(405);
     expect(res.body).toEqual({ message: 'Method Not Allowed' });
     const allowed = res.headers.allow.split(/,\s*/).map((method: string) => method.toUpperCase()).sort();
-    expect(allowed).toEqual(['GET', 'POST']);
+    expect(allowed).toEqual(['GET', 'HEAD', 'POST']);
   });
 
   test('405 on an installation lists the four installation methods', async () => {
     const res = await request(harness.app).post('/api/v1/installations/errors-405').set('Authorization', auth()).send({});
     expect(res.status).toBe(405);
     const allowed = res.headers.allow.split(/,\s*/).map((method: string) => method.toUpperCase()).sort();
-    expect(allowed).toEqual(['DELETE', 'GET', 'PATCH', 'PUT']);
+    expect(allowed).toEqual(['DELETE', 'GET', 'HEAD', 'PATCH', 'PUT']);
   });
 
   test('a path that cannot be percent-decoded is 400, not a 422 keyed by the URL', async () => {
@@ -304,22 +306,25 @@ describe('fieldName', () => {
 });
 
 describe('toHttpError', () => {
+  // What the mapping reads of a request: its body (quoted in messages) and its Content-Type.
+  const fakeRequest = { body: {}, get: () => undefined } as unknown as Request;
+
   test('a validator 400 with field issues becomes a 422 with errors', () => {
-    const error = toHttpError({ status: 400, errors: [{ path: '/body/platform', message: 'must be equal to one of the allowed values' }] });
+    const error = toHttpError({ status: 400, errors: [{ path: '/body/platform', message: 'must be equal to one of the allowed values' }] }, fakeRequest);
     expect(error?.status).toBe(422);
     expect(Object.keys(error?.errors ?? {})).toEqual(['platform']);
   });
 
   test('a validator 400 that names no field (a malformed URI) stays a 400 without errors', () => {
-    const error = toHttpError({ status: 400, message: "malformed uri'", errors: [{ path: '/api/v1/installations/%E0', message: "malformed uri'" }] });
+    const error = toHttpError({ status: 400, message: "malformed uri'", errors: [{ path: '/api/v1/installations/%E0', message: "malformed uri'" }] }, fakeRequest);
     expect(error?.status).toBe(400);
     expect(error?.errors).toBeUndefined();
   });
 
   test('anything that is not an HTTP error is left for the masked 500', () => {
-    expect(toHttpError(new Error('boom'))).toBeNull();
-    expect(toHttpError({ status: 503 })).toBeNull();
-    expect(toHttpError(undefined)).toBeNull();
+    expect(toHttpError(new Error('boom'), fakeRequest)).toBeNull();
+    expect(toHttpError({ status: 503 }, fakeRequest)).toBeNull();
+    expect(toHttpError(undefined, fakeRequest)).toBeNull();
   });
 });
 
@@ -337,7 +342,7 @@ describe('characters Postgres cannot store', () => {
       });
     expect(res.status).toBe(422);
     expect(Object.keys(res.body.errors).sort()).toEqual(
-      ['data.k\u0000', 'data.nested.deep', 'notification.title', 'recipients.user_ids.0'].sort(),
+      ['data', 'data.nested.deep', 'notification.title', 'recipients.user_ids.0'].sort(),
     );
     const [{ count }] = await harness.orm.em
       .fork()

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
-import { countEvents, insertDelivery, setInstallationLastSeen } from './support/deliveries.ts';
+import { countEvents, insertDelivery, setInstallationLastSeen, type DeliveryState } from './support/deliveries.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 
 let harness: Harness;
@@ -48,8 +48,13 @@ type Fixture = {
   deliveryB: string;
 };
 
-/** A notification to alice and bob, each with one installation and one accepted delivery. */
-async function fixture(app = application, bearer = token): Promise<Fixture> {
+type DeliveryOutcome = { state: DeliveryState; reason?: string | null };
+
+/**
+ * A notification to alice and bob, each with one installation and one delivery: bob's accepted,
+ * alice's accepted unless `outcomeA` says otherwise.
+ */
+async function fixture(app = application, bearer = token, outcomeA: DeliveryOutcome = { state: 'accepted' }): Promise<Fixture> {
   const suffix = randomUUID().slice(0, 8);
   const phoneA = `alice-phone-${suffix}`;
   const phoneB = `bob-phone-${suffix}`;
@@ -64,6 +69,7 @@ async function fixture(app = application, bearer = token): Promise<Fixture> {
   const base = { applicationId: app.id, notificationId, state: 'accepted' as const };
   const deliveryA = await insertDelivery(harness.orm, {
     ...base,
+    ...outcomeA,
     installationId: installationA,
     clientInstallationId: phoneA,
     userId: 'alice',
@@ -337,5 +343,130 @@ describe('installation activity', () => {
     expect((await report(eventFor(f, { delivery_id: f.deliveryB, installation_id: f.phoneB }))).status).toBe(201);
     const res = await request(harness.app).get(`/api/v1/installations/${f.phoneA}`).set('Authorization', `Bearer ${token}`);
     expect(res.body.data.last_seen_at).toBe(longAgo.toISOString());
+  });
+});
+
+describe('events only where a push was made', () => {
+  const neverSent = (reason: string) => `The delivery was never sent (skipped: ${reason}), so it cannot have events.`;
+
+  async function deliveryRow(f: Fixture, deliveryId: string) {
+    const res = await request(harness.app)
+      .get(`/api/v1/notifications/${f.notificationId}/deliveries`)
+      .set('Authorization', `Bearer ${f.bearer}`);
+    expect(res.status).toBe(200);
+    return (res.body.data as { id: string }[]).find((d) => d.id === deliveryId) as Record<string, unknown>;
+  }
+
+  async function lastSeen(installationId: string) {
+    const res = await request(harness.app).get(`/api/v1/installations/${installationId}`).set('Authorization', `Bearer ${token}`);
+    expect(res.status).toBe(200);
+    return res.body.data.last_seen_at as string;
+  }
+
+  test.each(['permission_denied', 'permission_not_determined', 'no_credentials', 'duplicate_identifier', 'installation_invalid'])(
+    'an event on a delivery skipped for %s is 422 naming delivery_id with the reason, and is never counted',
+    async (reason) => {
+      const f = await fixture(application, token, { state: 'skipped', reason });
+      const longAgo = new Date('2020-01-01T00:00:00.000Z');
+      await setInstallationLastSeen(harness.orm, f.installationA, longAgo);
+      const bodies = ['received', 'displayed', 'opened', 'dismissed'].map((type) => eventFor(f, { type }));
+      for (const body of bodies) {
+        const res = await report(body);
+        expect(res.status).toBe(422);
+        expect(res.body).toEqual({ message: neverSent(reason), errors: { delivery_id: [neverSent(reason)] } });
+        expect(await countEvents(harness.orm, application.id, body.event_id as string)).toBe(0);
+      }
+      // The same refused event again is refused again: nothing was stored to replay.
+      expect((await report(bodies[0])).status).toBe(422);
+      expect(await statistics(f.notificationId)).toEqual({
+        users: 2,
+        installations: 2,
+        accepted: 1,
+        failed: 0,
+        skipped: 1,
+        received: 0,
+        displayed: 0,
+        opened: 0,
+      });
+      expect(await deliveryRow(f, f.deliveryA)).toMatchObject({
+        state: 'skipped',
+        reason,
+        received_at: null,
+        displayed_at: null,
+        opened_at: null,
+        dismissed_at: null,
+      });
+      expect(await lastSeen(f.phoneA)).toBe(longAgo.toISOString());
+    },
+  );
+
+  test('an event on a delivery skipped because its installation was deleted is 422 with installation_deleted', async () => {
+    const f = await fixture();
+    const deleted = await request(harness.app).delete(`/api/v1/installations/${f.phoneA}`).set('Authorization', `Bearer ${token}`);
+    expect(deleted.status).toBe(204);
+    const other = await request(harness.app)
+      .post('/api/v1/notifications')
+      .set('Authorization', `Bearer ${token}`)
+      .send({ recipients: { user_ids: ['alice'] }, notification: { title: 'Again' } });
+    expect(other.status).toBe(202);
+    const skipped = await insertDelivery(harness.orm, {
+      applicationId: application.id,
+      notificationId: other.body.data.id,
+      installationId: null,
+      clientInstallationId: f.phoneA,
+      userId: 'alice',
+      state: 'skipped',
+      reason: 'installation_deleted',
+    });
+    const body = eventFor(f, { delivery_id: skipped, type: 'opened' });
+    const res = await report(body);
+    expect(res.status).toBe(422);
+    expect(res.body).toEqual({
+      message: neverSent('installation_deleted'),
+      errors: { delivery_id: [neverSent('installation_deleted')] },
+    });
+    expect(await countEvents(harness.orm, application.id, body.event_id as string)).toBe(0);
+    expect((await statistics(other.body.data.id)).opened).toBe(0);
+  });
+
+  test.each([
+    ['pending', null],
+    ['accepted', null],
+    ['failed', 'attempts_exhausted'],
+  ] as const)('an event on a delivery in state %s is still 201 and counted', async (state, reason) => {
+    const f = await fixture(application, token, { state, reason });
+    for (const type of ['received', 'opened']) {
+      const res = await report(eventFor(f, { type }));
+      expect(res.status).toBe(201);
+    }
+    const stats = await statistics(f.notificationId);
+    expect(stats.received).toBe(1);
+    expect(stats.opened).toBe(1);
+  });
+
+  test('a skipped delivery reported for another installation is 404, not 422', async () => {
+    const f = await fixture(application, token, { state: 'skipped', reason: 'permission_denied' });
+    const res = await report(eventFor(f, { installation_id: f.phoneB }));
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ message: 'Not Found' });
+  });
+
+  test("another application's skipped delivery is 404, not 422", async () => {
+    const f = await fixture(application, token, { state: 'skipped', reason: 'no_credentials' });
+    const stranger = await harness.newApplication('stranger');
+    const res = await report(eventFor(f), await stranger.token(['events:write']));
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ message: 'Not Found' });
+  });
+
+  test('the skipped check comes before event_id: an event_id already recorded elsewhere is 422 on a skipped delivery, not 409', async () => {
+    const f = await fixture();
+    const skipped = await fixture(application, token, { state: 'skipped', reason: 'permission_denied' });
+    const body = eventFor(f);
+    expect((await report(body)).status).toBe(201);
+    const res = await report({ ...body, delivery_id: skipped.deliveryA, installation_id: skipped.phoneA });
+    expect(res.status).toBe(422);
+    expect(res.body.errors).toEqual({ delivery_id: [neverSent('permission_denied')] });
+    expect(await countEvents(harness.orm, application.id, body.event_id as string)).toBe(1);
   });
 });

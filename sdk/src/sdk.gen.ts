@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.ts';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.ts';
-import type { DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentResponses, HealthData, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
+import type { DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, HealthData, HealthErrors, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -102,9 +102,19 @@ export const listNotifications = <ThrowOnError extends boolean = false>(options?
  * fanout to those users' eligible installations happens asynchronously. Follow it with
  * `getNotification` (its `status` and `statistics`).
  *
- * The body must provide a title, a body, or a non-empty `data` object, and the push must
- * fit the providers' limits (APNs payload 4096 bytes); both are checked here (422), not
- * at delivery time.
+ * The body must provide a title, a body, or a non-empty `data` object (checked here, 422).
+ *
+ * Every send the schema allows is accepted, whatever its size: when a push would exceed a
+ * provider's limit (the APNs payload, or FCM's data + notification: 4096 bytes each), each
+ * platform's push is cut to fit, in this order, each step only when the previous one is not
+ * enough: the body is cut to its longest prefix that fits; then the title (the body cut to
+ * nothing); then `image_url` is left out of that platform's push, then `action_url` too (after
+ * each, the title and body get the room back and are cut again only as needed). A cut falls
+ * between characters as the user sees them (grapheme clusters: never inside an emoji or a
+ * combining sequence) and ends with `…` (U+2026). Each delivery records how its push was cut
+ * (`truncation` in `listDeliveries`). Only what cannot be cut (`data`, `options`,
+ * `platform_overrides`) is refused (422, keyed `data`): when the push would still exceed a
+ * provider's limit with the title and body cut to `…` and without the URLs.
  *
  * With an `Idempotency-Key`, a retry with the same key and body returns the original
  * notification (`meta.accepted: false`) instead of sending again.
@@ -161,6 +171,13 @@ export const listDeliveries = <ThrowOnError extends boolean = false>(options: Op
  * `displayed` and `opened` statistics (a delivery counts once per type); `dismissed` has
  * no counter.
  *
+ * Events are accepted for `pending`, `accepted` and `failed` deliveries (a push that timed
+ * out may still arrive). A `skipped` delivery was never pushed, so no device can have it:
+ * an event on it is 422 (`errors.delivery_id`, with the reason it was skipped) and is never
+ * counted. Checks run in this order: the delivery must exist in this application and
+ * belong to that installation (404), then it must not be skipped (422), then `event_id`
+ * decides 201, 200 or 409.
+ *
  */
 export const reportEvent = <ThrowOnError extends boolean = false>(options: Options<ReportEventData, ThrowOnError>): RequestResult<ReportEventResponses, ReportEventErrors, ThrowOnError> => (options.client ?? client).post<ReportEventResponses, ReportEventErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -177,7 +194,7 @@ export const reportEvent = <ThrowOnError extends boolean = false>(options: Optio
  *
  * The process is up and serving HTTP. Does not touch the database.
  */
-export const health = <ThrowOnError extends boolean = false>(options?: Options<HealthData, ThrowOnError>): RequestResult<HealthResponses, unknown, ThrowOnError> => (options?.client ?? client).get<HealthResponses, unknown, ThrowOnError>({ url: '/healthz', ...options });
+export const health = <ThrowOnError extends boolean = false>(options?: Options<HealthData, ThrowOnError>): RequestResult<HealthResponses, HealthErrors, ThrowOnError> => (options?.client ?? client).get<HealthResponses, HealthErrors, ThrowOnError>({ url: '/healthz', ...options });
 
 /**
  * Readiness
@@ -191,4 +208,4 @@ export const readiness = <ThrowOnError extends boolean = false>(options?: Option
  *
  * This document, as JSON.
  */
-export const getOpenApiDocument = <ThrowOnError extends boolean = false>(options?: Options<GetOpenApiDocumentData, ThrowOnError>): RequestResult<GetOpenApiDocumentResponses, unknown, ThrowOnError> => (options?.client ?? client).get<GetOpenApiDocumentResponses, unknown, ThrowOnError>({ url: '/openapi.json', ...options });
+export const getOpenApiDocument = <ThrowOnError extends boolean = false>(options?: Options<GetOpenApiDocumentData, ThrowOnError>): RequestResult<GetOpenApiDocumentResponses, GetOpenApiDocumentErrors, ThrowOnError> => (options?.client ?? client).get<GetOpenApiDocumentResponses, GetOpenApiDocumentErrors, ThrowOnError>({ url: '/openapi.json', ...options });

@@ -42,6 +42,7 @@ export function deliveryView(delivery: Delivery): DeliveryView {
     reason: delivery.reason ?? null,
     attempts: delivery.attempts,
     provider_message_id: delivery.providerMessageId ?? null,
+    truncation: delivery.truncation ?? null,
     created_at: delivery.createdAt.toISOString(),
     last_attempt_at: iso(delivery.lastAttemptAt),
     completed_at: iso(delivery.completedAt),

@@ -4,6 +4,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { v7 as uuidv7 } from 'uuid';
 import { TextArrayType } from '../db/text-array.ts';
+import type { Truncation } from './payloads.ts';
 
 export const platforms = ['ios', 'android'] as const;
 export const installationStatuses = ['active', 'invalid'] as const;
@@ -144,6 +145,8 @@ export const DeliverySchema = defineEntity({
     attempts: p.integer().default(0),
     // apns-id or the FCM message name of the accepted push: what to quote to Apple or Google.
     providerMessageId: p.text().nullable(),
+    // How the push was cut to fit the provider's payload limit (payloads.ts fitToPlatform); null: sent whole.
+    truncation: p.json<Truncation>().nullable(),
     createdAt: now(),
     lastAttemptAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),

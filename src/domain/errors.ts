@@ -2,6 +2,18 @@
 // these (and the validator's and body parser's errors) into the error body; anything else is a 500.
 export type FieldErrors = Record<string, string[]>;
 
+/**
+ * Field names come from clients (`?constructor=1`, a body key `__proto__`): errors are collected in
+ * an object with no prototype, so no name can reach Object.prototype.
+ */
+export function fieldErrors(): FieldErrors {
+  return Object.create(null) as FieldErrors;
+}
+
+export function addFieldError(errors: FieldErrors, field: string, message: string): void {
+  (errors[field] ??= []).push(message);
+}
+
 export class HttpError extends Error {
   readonly status: number;
   readonly errors?: FieldErrors;
@@ -28,9 +40,23 @@ export const messages = {
   unavailable: 'Service Unavailable',
 } as const;
 
-export const unauthenticated = () => new HttpError(401, messages.unauthenticated);
-export const forbidden = () => new HttpError(403, messages.forbidden);
+// RFC 6750: a 401 names the scheme (and why a token was refused); a 403 names the scope it lacked.
+export const unauthenticated = (error?: 'invalid_token') =>
+  new HttpError(401, messages.unauthenticated, undefined, {
+    'WWW-Authenticate': `Bearer realm="herald"${error ? `, error="${error}"` : ''}`,
+  });
+export const forbidden = (abilities: string[]) =>
+  new HttpError(403, messages.forbidden, undefined, {
+    'WWW-Authenticate': `Bearer realm="herald", error="insufficient_scope", scope="${abilities.join(' ')}"`,
+  });
 export const notFound = () => new HttpError(404, messages.notFound);
+export const methodNotAllowed = (allowed: string[]) =>
+  new HttpError(405, messages.methodNotAllowed, undefined, {
+    Allow: [...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])].join(', '),
+  });
+/** The database cannot be reached: the client may retry shortly; it is not the client's fault. */
+export const unavailable = (retryAfterSeconds: number) =>
+  new HttpError(503, messages.unavailable, undefined, { 'Retry-After': String(retryAfterSeconds) });
 export const conflict = (message: string) => new HttpError(409, message);
 
 export function validationFailed(errors: FieldErrors): HttpError {

@@ -2,7 +2,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { conflict, notFound, validationFailed } from './errors.ts';
-import { canonicalUuid, isUuid } from './ids.ts';
+import { isUuid } from './ids.ts';
 
 type Schemas = components['schemas'];
 export type EventRequest = Schemas['EventCreate'];
@@ -28,6 +28,11 @@ const firstSeenColumn: Record<EventType, string> = {
 
 export const eventConflictMessage = 'This event_id was already recorded with different content.';
 
+/** Why an event on a skipped delivery is refused, with the reason it was skipped. */
+export function neverSentMessage(reason: string | null): string {
+  return `The delivery was never sent (skipped${reason ? `: ${reason}` : ''}), so it cannot have events.`;
+}
+
 export async function recordEvent(
   em: EntityManager,
   applicationId: string,
@@ -39,15 +44,20 @@ export async function recordEvent(
     throw validationFailed({ occurred_at: ['The occurred_at field must be a valid date-time.'] });
   }
   if (!isUuid(request.delivery_id)) throw notFound();
-  const eventId = canonicalUuid(request.event_id);
+  const eventId = request.event_id.toLowerCase();
 
   return em.fork().transactional(async (tx) => {
-    const [delivery] = await tx.execute<{ installation_id: string | null }[]>(
-      `select installation_id from deliveries
+    const [delivery] = await tx.execute<{ installation_id: string | null; state: string; reason: string | null }[]>(
+      `select installation_id, state, reason from deliveries
         where id = ? and application_id = ? and client_installation_id = ?`,
       [request.delivery_id, applicationId, request.installation_id],
     );
     if (!delivery) throw notFound();
+    // A skipped delivery was never pushed, so no device can report on it. Pending, accepted and
+    // failed ones may have reached the device (a push that timed out can still arrive).
+    if (delivery.state === 'skipped') {
+      throw validationFailed({ delivery_id: [neverSentMessage(delivery.reason)] });
+    }
 
     // A concurrent report of the same event_id waits here for the first one to commit.
     const inserted = await tx.execute<EventRow[]>(

@@ -4,8 +4,3 @@ const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 export function isUuid(value: string): boolean {
   return uuidPattern.test(value);
 }
-
-/** The uuid format admits a `urn:uuid:` prefix and upper case; rows are looked up canonical. */
-export function canonicalUuid(value: string): string {
-  return value.replace(/^urn:uuid:/i, '').toLowerCase();
-}

@@ -9,7 +9,7 @@ import { enqueueFanout } from '../fanout/queue.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { Notification } from './entities.ts';
-import { canonicalUuid, isUuid } from './ids.ts';
+import { isUuid } from './ids.ts';
 import { payloadProblems, type PushContent } from './payloads.ts';
 
 type Schemas = components['schemas'];
@@ -20,11 +20,14 @@ export type Statistics = Schemas['Statistics'];
 /** How long an Idempotency-Key protects against a duplicate send. */
 export const idempotencyWindowHours = 24;
 
+/** The document states this rule too (`not` in NotificationSend), so the validator refuses it first. */
+export const nothingToShowMessage = 'The notification must have a title, a body, or a non-empty data object.';
+
 export function sendRuleViolations(request: SendRequest): FieldErrors {
   const { title, body } = request.notification;
   const hasData = Object.keys(request.data ?? {}).length > 0;
   if (!title && !body && !hasData) {
-    return { notification: ['The notification must have a title, a body, or a non-empty data object.'] };
+    return { notification: [nothingToShowMessage] };
   }
   return payloadProblems(request);
 }
@@ -45,19 +48,41 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
+export type SendInput = {
+  applicationId: string;
+  request: SendRequest;
+  idempotencyKey?: string;
+  /** Takes one send from the application's quota, or throws (429). Only a new notification takes one. */
+  admit(): Promise<void>;
+  /** Gives it back: a concurrent duplicate turned out to be a replay. */
+  refund(): Promise<void>;
+};
+
+/**
+ * The order: the rules of the body (422), then a replay of an accepted Idempotency-Key (free: a
+ * safe retry never takes quota and is never 429), then the quota, then one transaction that claims
+ * the key, stores the notification and enqueues its fanout.
+ */
 export async function sendNotification(
   em: EntityManager,
   boss: PgBoss,
-  input: { applicationId: string; request: SendRequest; idempotencyKey?: string },
+  input: SendInput,
 ): Promise<{ notification: Notification; accepted: boolean }> {
   const { applicationId, request, idempotencyKey } = input;
   const problems = sendRuleViolations(request);
   if (Object.keys(problems).length > 0) throw validationFailed(problems);
 
+  const hash = requestHash(request);
+  if (idempotencyKey !== undefined) {
+    const original = await findIdempotentSend(em, { applicationId, key: idempotencyKey, hash });
+    if (original) return { notification: await findNotification(em, applicationId, original), accepted: false };
+  }
+  await input.admit();
+
   const result = await em.fork().transactional(async (tx) => {
     const id = uuidv7();
     if (idempotencyKey !== undefined) {
-      const original = await claimIdempotencyKey(tx, { applicationId, key: idempotencyKey, request, notificationId: id });
+      const original = await claimIdempotencyKey(tx, { applicationId, key: idempotencyKey, hash, notificationId: id });
       if (original) return { notification: null, originalId: original };
     }
     const notification = tx.create(Notification, {
@@ -77,7 +102,25 @@ export async function sendNotification(
     return { notification, originalId: null };
   });
   if (result.notification) return { notification: result.notification, accepted: true };
+  await input.refund();
   return { notification: await findNotification(em, applicationId, result.originalId), accepted: false };
+}
+
+const keyReusedMessage = 'This Idempotency-Key was already used for a different request.';
+
+/** The notification an unexpired key already names (same request), or null when the key is free. */
+async function findIdempotentSend(
+  em: EntityManager,
+  claim: { applicationId: string; key: string; hash: string },
+): Promise<string | null> {
+  const [existing] = await em.execute<{ request_hash: string; notification_id: string }[]>(
+    `select request_hash, notification_id from idempotency_keys
+      where application_id = ? and key = ? and created_at >= now() - make_interval(hours => ?)`,
+    [claim.applicationId, claim.key, idempotencyWindowHours],
+  );
+  if (!existing) return null;
+  if (existing.request_hash !== claim.hash) throw validationFailed({ 'Idempotency-Key': [keyReusedMessage] });
+  return existing.notification_id;
 }
 
 /**
@@ -87,9 +130,8 @@ export async function sendNotification(
  */
 async function claimIdempotencyKey(
   tx: EntityManager,
-  claim: { applicationId: string; key: string; request: SendRequest; notificationId: string },
+  claim: { applicationId: string; key: string; hash: string; notificationId: string },
 ): Promise<string | null> {
-  const hash = requestHash(claim.request);
   const claimed = await tx.execute<{ notification_id: string }[]>(
     `insert into idempotency_keys (id, application_id, key, request_hash, notification_id, created_at)
      values (?, ?, ?, ?, ?, now())
@@ -97,18 +139,14 @@ async function claimIdempotencyKey(
        set request_hash = excluded.request_hash, notification_id = excluded.notification_id, created_at = now()
        where idempotency_keys.created_at < now() - make_interval(hours => ?)
      returning notification_id`,
-    [uuidv7(), claim.applicationId, claim.key, hash, claim.notificationId, idempotencyWindowHours],
+    [uuidv7(), claim.applicationId, claim.key, claim.hash, claim.notificationId, idempotencyWindowHours],
   );
   if (claimed.length > 0) return null;
   const [existing] = await tx.execute<{ request_hash: string; notification_id: string }[]>(
     'select request_hash, notification_id from idempotency_keys where application_id = ? and key = ?',
     [claim.applicationId, claim.key],
   );
-  if (existing.request_hash !== hash) {
-    throw validationFailed({
-      'Idempotency-Key': ['This Idempotency-Key was already used for a different request.'],
-    });
-  }
+  if (existing.request_hash !== claim.hash) throw validationFailed({ 'Idempotency-Key': [keyReusedMessage] });
   return existing.notification_id;
 }
 
@@ -122,7 +160,7 @@ export async function deleteExpiredIdempotencyKeys(em: EntityManager): Promise<n
 }
 
 export async function findNotification(em: EntityManager, applicationId: string, given: string): Promise<Notification> {
-  const id = canonicalUuid(given);
+  const id = given.toLowerCase();
   const notification = isUuid(id) ? await em.findOne(Notification, { id, applicationId }) : null;
   if (!notification) throw notFound();
   return notification;

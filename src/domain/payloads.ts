@@ -1,15 +1,26 @@
-// What each provider receives for a notification. Used at send time to refuse a payload the
-// provider would reject (422 rather than a failed fanout), and by the deliver jobs to build pushes.
+// What each provider receives for a notification. The visible text is cut to fit each provider's
+// payload limit (fitToPlatform: the fanout records the cut per delivery, the deliver jobs push
+// exactly the cut content); only what cannot be cut (data, options, overrides) too large for a
+// provider is refused at send time (payloadProblems, 422).
 import type { components } from '../generated/api.ts';
 
 type Send = components['schemas']['NotificationSend'];
 export type PushContent = Pick<Send, 'notification' | 'data' | 'options'>;
 export type PushIds = { deliveryId: string; notificationId: string };
+export type Platform = 'ios' | 'android';
+/** How a platform's push was cut to fit: recorded on each delivery, null when it was sent whole. */
+export type Truncation = NonNullable<components['schemas']['Delivery']['truncation']>;
+type DroppableUrl = Truncation['dropped'][number];
 type JsonObject = Record<string, unknown>;
 
 /** APNs rejects a payload over 4 KB (PayloadTooLarge); FCM a message whose data and notification exceed 4 KB. */
 export const apnsPayloadLimit = 4096;
 export const fcmPayloadLimit = 4096;
+export const payloadLimits: Record<Platform, number> = { ios: apnsPayloadLimit, android: fcmPayloadLimit };
+const providerNames: Record<Platform, string> = { ios: 'APNs', android: 'FCM' };
+
+/** Appended to a title or body that was cut. */
+export const ellipsis = '\u2026';
 
 /** Keys of `data` that would collide with what Herald itself puts in a push. */
 export const reservedDataKeys = ['aps', 'herald'];
@@ -80,11 +91,115 @@ export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
   });
 }
 
-/** Problems that would make a provider refuse every push of this notification, keyed like 422 errors. */
+// Ids have a fixed length (UUIDs), so a sample measures exactly what a real push will weigh.
+const sampleIds: PushIds = {
+  deliveryId: '00000000-0000-7000-8000-000000000000',
+  notificationId: '00000000-0000-7000-8000-000000000000',
+};
+
+/** Bytes of what the provider counts against its limit: the APNs payload; FCM's data + notification. */
+export function payloadBytes(content: PushContent, platform: Platform): number {
+  if (platform === 'ios') return byteLength(apnsPayload(content, sampleIds));
+  const message = fcmMessage(content, sampleIds);
+  return byteLength({ data: message.data, notification: message.notification });
+}
+
+/**
+ * The content of one platform's pushes, cut to fit its payload limit, and how it was cut (null
+ * when it fits whole). Pure and deterministic: the fanout records the truncation, the deliver job
+ * calls it again and pushes exactly that content. The order, each step only when the previous
+ * one cannot fit:
+ *   1. the body is cut to its longest prefix that fits, the title kept whole;
+ *   2. the title is cut to its longest prefix that fits, the body cut to nothing;
+ *   3. image_url is dropped, and 1–2 are redone with the room it freed (text whole if it fits);
+ *   4. action_url is dropped too, and 1–2 are redone likewise.
+ * A cut is made between grapheme clusters (never inside a surrogate pair, a combining sequence or
+ * an emoji ZWJ sequence) and ends with "…"; a text cut to nothing is "…" alone, so the push still
+ * shows an alert. Sizes are measured on the serialized payload, JSON escapes included. Content
+ * that cannot fit even then (refused at send, see payloadProblems) is returned in that smallest form.
+ */
+export function fitToPlatform(content: PushContent, platform: Platform): { content: PushContent; truncation: Truncation | null } {
+  const limit = payloadLimits[platform];
+  const fits = (candidate: PushContent) => payloadBytes(candidate, platform) <= limit;
+  if (fits(content)) return { content, truncation: null };
+
+  const title = graphemes(content.notification.title);
+  const body = graphemes(content.notification.body);
+  // kept: graphemes kept before the ellipsis; null: the text whole.
+  const build = (dropped: DroppableUrl[], titleKept: number | null, bodyKept: number | null) => {
+    const notification = { ...content.notification };
+    if (titleKept !== null) notification.title = cut(title, titleKept);
+    if (bodyKept !== null) notification.body = cut(body, bodyKept);
+    for (const url of dropped) notification[url] = null;
+    const truncation: Truncation = {
+      title: titleKept === null ? null : codePoints(title, titleKept),
+      body: bodyKept === null ? null : codePoints(body, bodyKept),
+      dropped,
+    };
+    return { content: { ...content, notification }, truncation };
+  };
+  // A text with nothing in it cannot be cut: it stays as it is (null when there is no text).
+  const cuttable = (text: string[]) => text.length > 0;
+  const titleAtMost = cuttable(title) ? 0 : null;
+  const bodyAtMost = cuttable(body) ? 0 : null;
+
+  const levels: DroppableUrl[][] = [[]];
+  if (content.notification.image_url) levels.push(['image_url']);
+  if (content.notification.action_url) levels.push([...levels[levels.length - 1], 'action_url']);
+  for (const dropped of levels) {
+    if (!fits(build(dropped, titleAtMost, bodyAtMost).content)) continue;
+    if (dropped.length > 0 && fits(build(dropped, null, null).content)) return build(dropped, null, null);
+    if (cuttable(body)) {
+      const kept = longestFitting(body.length - 1, (k) => fits(build(dropped, null, k).content));
+      if (kept !== null) return build(dropped, null, kept);
+    }
+    if (cuttable(title)) {
+      const kept = longestFitting(title.length - 1, (k) => fits(build(dropped, k, bodyAtMost).content));
+      if (kept !== null) return build(dropped, kept, bodyAtMost);
+    }
+    // Only reached when neither text can be cut and what is left fits.
+    return build(dropped, titleAtMost, bodyAtMost);
+  }
+  return build(levels[levels.length - 1], titleAtMost, bodyAtMost);
+}
+
+/** The largest k in 0..max for which fits(k) holds (fits is monotonic: a longer prefix never weighs less), or null. */
+function longestFitting(max: number, fits: (k: number) => boolean): number | null {
+  if (max < 0 || !fits(0)) return null;
+  let low = 0;
+  let high = max;
+  while (low < high) {
+    const middle = Math.ceil((low + high) / 2);
+    if (fits(middle)) low = middle;
+    else high = middle - 1;
+  }
+  return low;
+}
+
+const segmenter = new Intl.Segmenter('en', { granularity: 'grapheme' });
+
+function graphemes(text: string | null | undefined): string[] {
+  return text ? Array.from(segmenter.segment(text), (segment) => segment.segment) : [];
+}
+
+function cut(text: string[], kept: number): string {
+  return text.slice(0, kept).join('') + ellipsis;
+}
+
+/** Characters as the document's maxLength counts them: Unicode code points. */
+function codePoints(text: string[], kept: number): number {
+  let count = 0;
+  for (const grapheme of text.slice(0, kept)) count += Array.from(grapheme).length;
+  return count;
+}
+
+/**
+ * Problems that would make a provider refuse every push of this notification, keyed like 422
+ * errors: reserved data keys, and what cannot be cut (data, options, platform_overrides) being
+ * too large alone, measured with the title and body cut to "…" and without the URLs.
+ */
 export function payloadProblems(content: PushContent): Record<string, string[]> {
   const problems: Record<string, string[]> = {};
-  // Ids have a fixed length, so a sample measures exactly what a real push will weigh.
-  const sample = { deliveryId: '00000000-0000-7000-8000-000000000000', notificationId: '00000000-0000-7000-8000-000000000000' };
   for (const key of Object.keys(content.data ?? {})) {
     if (reservedDataKeys.includes(key) || key.startsWith(reservedFcmDataPrefix)) {
       problems[`data.${key}`] = [`The data key "${key}" is reserved by Herald.`];
@@ -92,14 +207,23 @@ export function payloadProblems(content: PushContent): Record<string, string[]> 
       problems[`data.${key}`] = [`The data key "${key}" is reserved by FCM.`];
     }
   }
-  const apnsBytes = byteLength(apnsPayload(content, sample));
-  if (apnsBytes > apnsPayloadLimit) {
-    problems.notification = [`The APNs payload would be ${apnsBytes} bytes; the limit is ${apnsPayloadLimit}.`];
-  }
-  const message = fcmMessage(content, sample);
-  const fcmBytes = byteLength({ data: message.data, notification: message.notification });
-  if (fcmBytes > fcmPayloadLimit) {
-    (problems.notification ??= []).push(`The FCM message would be ${fcmBytes} bytes; the limit is ${fcmPayloadLimit}.`);
+  const { title, body } = content.notification;
+  const smallest: PushContent = {
+    ...content,
+    notification: {
+      title: title ? ellipsis : title,
+      body: body ? ellipsis : body,
+      image_url: null,
+      action_url: null,
+    },
+  };
+  for (const platform of ['ios', 'android'] as const) {
+    const bytes = payloadBytes(smallest, platform);
+    if (bytes > payloadLimits[platform]) {
+      (problems.data ??= []).push(
+        `The ${providerNames[platform]} payload would be ${bytes} bytes with the title and body cut to "${ellipsis}" and without the URLs; the limit is ${payloadLimits[platform]}.`,
+      );
+    }
   }
   return problems;
 }

@@ -24,7 +24,14 @@ export async function setSendPolicy(em: EntityManager, applicationId: string, po
   );
 }
 
-export type SendLimiter = { consume(applicationId: string, policy: SendPolicy): Promise<SendAllowance> };
+export type SendLimiter = {
+  /** Takes one send from the window, or reports that none is left. */
+  consume(applicationId: string, policy: SendPolicy): Promise<SendAllowance>;
+  /** What is left, without taking anything (answers that send nothing still announce it). */
+  peek(applicationId: string, policy: SendPolicy): Promise<SendAllowance>;
+  /** Gives back a send that did not happen after all (a concurrent duplicate that became a replay). */
+  refund(applicationId: string, policy: SendPolicy): Promise<void>;
+};
 
 export function createSendLimiter(pool: pg.Pool): SendLimiter {
   // One limiter per distinct policy; they share the table, keyed by policy and application so a
@@ -47,20 +54,27 @@ export function createSendLimiter(pool: pg.Pool): SendLimiter {
     }
     return limiter;
   };
+  const allowance = (policy: SendPolicy, res: RateLimiterRes | null, allowed: boolean): SendAllowance => ({
+    ...policy,
+    allowed,
+    remaining: res ? Math.max(0, res.remainingPoints) : policy.quota,
+    resetSeconds: res ? Math.max(0, Math.ceil(res.msBeforeNext / 1000)) : policy.windowSeconds,
+  });
   return {
     async consume(applicationId, policy) {
-      const allowance = (res: RateLimiterRes, allowed: boolean): SendAllowance => ({
-        ...policy,
-        allowed,
-        remaining: res.remainingPoints,
-        resetSeconds: Math.max(0, Math.ceil(res.msBeforeNext / 1000)),
-      });
       try {
-        return allowance(await limiterFor(policy).consume(applicationId), true);
+        return allowance(policy, await limiterFor(policy).consume(applicationId), true);
       } catch (rejection) {
-        if (rejection instanceof RateLimiterRes) return allowance(rejection, false);
+        if (rejection instanceof RateLimiterRes) return allowance(policy, rejection, false);
         throw rejection;
       }
+    },
+    async peek(applicationId, policy) {
+      const res = await limiterFor(policy).get(applicationId);
+      return allowance(policy, res, (res?.remainingPoints ?? policy.quota) > 0);
+    },
+    async refund(applicationId, policy) {
+      await limiterFor(policy).reward(applicationId, 1);
     },
   };
 }

@@ -16,6 +16,7 @@ import {
   retryDelaySeconds,
 } from '../domain/fanout.ts';
 import { pushContent } from '../domain/notifications.ts';
+import { fitToPlatform } from '../domain/payloads.ts';
 import type { Logger } from '../logger.ts';
 import type { Push, PushOutcome } from '../providers/provider.ts';
 import { providerOf, type ProviderClients } from './clients.ts';
@@ -68,8 +69,18 @@ export async function runFanout(em: EntityManager, context: JobContext, job: Fan
         .filter(([, provider]) => providers.has(provider))
         .map(([platform]) => platform),
     );
-    const classified = classify(candidates, { dataOnly: isDataOnly(pushContent(notification)), platformsWithCredentials });
-    const deliveries = classified.map((delivery) => ({ ...delivery, deliveryId: uuidv7() }));
+    const content = pushContent(notification);
+    const classified = classify(candidates, { dataOnly: isDataOnly(content), platformsWithCredentials });
+    // The push is cut to fit once per platform; the deliver jobs cut it the same way (fitToPlatform is pure).
+    const truncation = {
+      ios: fitToPlatform(content, 'ios').truncation,
+      android: fitToPlatform(content, 'android').truncation,
+    };
+    const deliveries = classified.map((delivery) => ({
+      ...delivery,
+      deliveryId: uuidv7(),
+      truncation: delivery.state === 'pending' ? truncation[delivery.platform] : null,
+    }));
     await insertDeliveries(tx, job.applicationId, job.notificationId, deliveries);
 
     const batches: DeliverJob[] = [];
@@ -177,7 +188,8 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
     if (!client) {
       for (const delivery of sendable) skip(delivery.deliveryId, 'no_credentials');
     } else {
-      const content = pushContent(notification);
+      // Exactly the content the fanout measured and recorded as this platform's truncation.
+      const { content } = fitToPlatform(pushContent(notification), job.platform);
       const expiry = expiresAt(notification);
       const pushes: Push[] = sendable.map((delivery) => ({
         deliveryId: delivery.deliveryId,

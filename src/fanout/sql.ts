@@ -3,6 +3,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import type { Candidate, Classified } from '../domain/fanout.ts';
+import type { Truncation } from '../domain/payloads.ts';
 
 type Db = ReturnType<EntityManager['getKysely']>;
 const db = (em: EntityManager): Db => em.getKysely();
@@ -19,25 +20,28 @@ export async function targetInstallations(em: EntityManager, applicationId: stri
   return rows.map((row) => ({ ...row, lastSeenAt: new Date(row.lastSeenAt) }));
 }
 
+export type NewDelivery = Classified & { deliveryId: string; truncation: Truncation | null };
+
 /** Unique per (notification, installation): a re-run of the fanout inserts nothing twice. */
 export async function insertDeliveries(
   em: EntityManager,
   applicationId: string,
   notificationId: string,
-  deliveries: (Classified & { deliveryId: string })[],
+  deliveries: NewDelivery[],
 ): Promise<void> {
   if (deliveries.length === 0) return;
-  const column = <K extends keyof (Classified & { deliveryId: string })>(key: K) => deliveries.map((d) => d[key]);
+  const column = <K extends keyof NewDelivery>(key: K) => deliveries.map((d) => d[key]);
+  const truncations = deliveries.map((d) => (d.truncation === null ? null : JSON.stringify(d.truncation)));
   await sql`
     insert into deliveries
       (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform,
-       state, reason, attempts, created_at, completed_at)
+       state, reason, truncation, attempts, created_at, completed_at)
     select d.id, ${applicationId}, ${notificationId}, d.installation_id, d.client_installation_id, d.user_id,
-           d.platform, d.state, d.reason, 0, now(), case when d.state = 'skipped' then now() end
+           d.platform, d.state, d.reason, d.truncation, 0, now(), case when d.state = 'skipped' then now() end
       from unnest(${column('deliveryId')}::uuid[], ${column('id')}::uuid[], ${column('installationId')}::text[],
                   ${column('userId')}::text[], ${column('platform')}::text[], ${column('state')}::text[],
-                  ${column('reason')}::text[])
-        as d(id, installation_id, client_installation_id, user_id, platform, state, reason)
+                  ${column('reason')}::text[], ${truncations}::jsonb[])
+        as d(id, installation_id, client_installation_id, user_id, platform, state, reason, truncation)
     on conflict (notification_id, installation_id) do nothing
   `.execute(db(em));
 }
@@ -75,13 +79,17 @@ export type DeliveryResult = {
   providerMessageId: string | null;
 };
 
-/** Records a batch's outcomes in one statement; pending ones stay pending for their retry. */
+/**
+ * Records a batch's outcomes in one statement; pending ones stay pending for their retry. A
+ * delivery skipped at send time (installation deleted...) pushed nothing, so nothing was cut.
+ */
 export async function recordResults(em: EntityManager, results: DeliveryResult[]): Promise<void> {
   if (results.length === 0) return;
   await sql`
     update deliveries d
        set state = r.state, reason = r.reason, provider_message_id = r.provider_message_id,
-           completed_at = case when r.state <> 'pending' then now() end
+           completed_at = case when r.state <> 'pending' then now() end,
+           truncation = case when r.state = 'skipped' then null else d.truncation end
       from unnest(${results.map((r) => r.deliveryId)}::uuid[], ${results.map((r) => r.state)}::text[],
                   ${results.map((r) => r.reason)}::text[], ${results.map((r) => r.providerMessageId)}::text[])
         as r(id, state, reason, provider_message_id)

@@ -71,9 +71,19 @@ export interface paths {
          *     fanout to those users' eligible installations happens asynchronously. Follow it with
          *     `getNotification` (its `status` and `statistics`).
          *
-         *     The body must provide a title, a body, or a non-empty `data` object, and the push must
-         *     fit the providers' limits (APNs payload 4096 bytes); both are checked here (422), not
-         *     at delivery time.
+         *     The body must provide a title, a body, or a non-empty `data` object (checked here, 422).
+         *
+         *     Every send the schema allows is accepted, whatever its size: when a push would exceed a
+         *     provider's limit (the APNs payload, or FCM's data + notification: 4096 bytes each), each
+         *     platform's push is cut to fit, in this order, each step only when the previous one is not
+         *     enough: the body is cut to its longest prefix that fits; then the title (the body cut to
+         *     nothing); then `image_url` is left out of that platform's push, then `action_url` too (after
+         *     each, the title and body get the room back and are cut again only as needed). A cut falls
+         *     between characters as the user sees them (grapheme clusters: never inside an emoji or a
+         *     combining sequence) and ends with `…` (U+2026). Each delivery records how its push was cut
+         *     (`truncation` in `listDeliveries`). Only what cannot be cut (`data`, `options`,
+         *     `platform_overrides`) is refused (422, keyed `data`): when the push would still exceed a
+         *     provider's limit with the title and body cut to `…` and without the URLs.
          *
          *     With an `Idempotency-Key`, a retry with the same key and body returns the original
          *     notification (`meta.accepted: false`) instead of sending again.
@@ -161,6 +171,13 @@ export interface paths {
          *     `event_id` with different content is 409. Events feed the notification's `received`,
          *     `displayed` and `opened` statistics (a delivery counts once per type); `dismissed` has
          *     no counter.
+         *
+         *     Events are accepted for `pending`, `accepted` and `failed` deliveries (a push that timed
+         *     out may still arrive). A `skipped` delivery was never pushed, so no device can have it:
+         *     an event on it is 422 (`errors.delivery_id`, with the reason it was skipped) and is never
+         *     counted. Checks run in this order: the delivery must exist in this application and
+         *     belong to that installation (404), then it must not be skipped (422), then `event_id`
+         *     decides 201, 200 or 409.
          */
         post: operations["reportEvent"];
         delete?: never;
@@ -353,6 +370,15 @@ export interface components {
         InstallationEnvelope: {
             data: components["schemas"]["Installation"];
         };
+        /**
+         * @description A free-form JSON object. Strings and keys must not contain U+0000 (Postgres cannot
+         *     store it), and a request body nests at most 32 objects and arrays deep.
+         */
+        JsonObject: {
+            [key: string]: components["schemas"]["JsonValue"];
+        };
+        /** @description Any JSON value (string, number, boolean, null, array, object) in a `JsonObject`. */
+        JsonValue: unknown;
         /** @description What the user sees. Every key is optional; null or absent means none. */
         NotificationContent: {
             title?: components["schemas"]["NotificationTitle"];
@@ -369,8 +395,9 @@ export interface components {
         };
         NotificationTitle: string | null;
         /**
-         * @description At most 4096 characters; the whole push must also fit the providers' 4096-byte payload
-         *     limits (checked at send, 422), which a body near the maximum can exceed.
+         * @description At most 4096 characters (Unicode code points). Always accepted: a push that would exceed
+         *     a provider's 4096-byte payload limit is sent with the body (then the title) cut to fit,
+         *     ending with `…`; the delivery's `truncation` says how much was kept.
          */
         NotificationBody: string | null;
         /**
@@ -402,18 +429,16 @@ export interface components {
             /** @description Provider-specific fields merged last into what Herald builds for that platform. */
             platform_overrides?: {
                 /** @description Merged into the APNs payload. */
-                ios?: {
-                    [key: string]: unknown;
-                };
+                ios?: components["schemas"]["JsonObject"];
                 /** @description Merged into the FCM message. */
-                android?: {
-                    [key: string]: unknown;
-                };
+                android?: components["schemas"]["JsonObject"];
             };
         };
         /**
-         * @description Must provide a title, a body, or a non-empty `data` object, and the APNs payload must
-         *     fit 4096 bytes; the server checks both (422).
+         * @description Must provide a title, a body, or a non-empty `data` object (422 otherwise). Content within
+         *     the field limits is never refused for its size: each platform's push is cut to fit its
+         *     provider's 4096-byte limit (see `sendNotification`). What cannot be cut (`data`,
+         *     `options`) must fit alone: 422 keyed `data` when it does not.
          */
         NotificationSend: {
             recipients: {
@@ -423,13 +448,16 @@ export interface components {
             notification: components["schemas"]["NotificationContent"];
             /**
              * @description Free-form key/values delivered to the app with the push (top-level keys of the APNs
-             *     payload; FCM `data`, non-string values as JSON). Reserved, refused with 422: `aps`,
-             *     `herald`, keys starting with `herald_`, and the keys FCM refuses (`from`,
-             *     `message_type`, keys starting with `google` or `gcm`).
+             *     payload; FCM `data`, non-string values as JSON). Never cut: it must fit each
+             *     provider's 4096-byte limit together with the ids and options, the title and body cut
+             *     to `…` and without the URLs; otherwise 422 keyed `data`, naming the provider and the
+             *     byte counts. Reserved keys are refused with 422, because the provider would refuse
+             *     or misread every push: `aps` and `herald` (Herald's own keys in the APNs payload:
+             *     Apple reads `aps`, apps read `herald`), keys starting with `herald_` (Herald's keys in
+             *     FCM `data`), and the keys FCM itself refuses (`from`, `message_type`, keys starting
+             *     with `google` or `gcm`).
              */
-            data?: {
-                [key: string]: unknown;
-            };
+            data?: components["schemas"]["JsonObject"];
             options?: components["schemas"]["NotificationOptions"];
         };
         /** @description Counters of the fanout and of the events reported on its deliveries. */
@@ -533,6 +561,25 @@ export interface components {
             attempts: number;
             /** @description The `apns-id` or FCM message name of an accepted push. */
             provider_message_id: string | null;
+            /**
+             * @description How this platform's push was cut to fit the provider's 4096-byte limit; null when it
+             *     is sent whole (and for skipped deliveries). The cut is the same for every delivery
+             *     of a notification on one platform, and is exactly what the push carried.
+             */
+            truncation: {
+                /**
+                 * @description Characters (Unicode code points) of the title kept, before the added `…`; null
+                 *     when the title was not cut. 0: the title was sent as `…` alone.
+                 */
+                title: number | null;
+                /** @description Characters of the body kept, likewise; null when the body was not cut. */
+                body: number | null;
+                /**
+                 * @description Left out of this push, in this order, only when even the title and body cut to
+                 *     `…` could not fit with them; empty when nothing was left out.
+                 */
+                dropped: ("image_url" | "action_url")[];
+            } | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -563,7 +610,7 @@ export interface components {
         EventCreate: {
             /**
              * Format: uuid
-             * @description Generated by the app; the idempotency key of the event.
+             * @description Generated by the app; the idempotency key of the event. A bare UUID (no `urn:uuid:` prefix).
              */
             event_id: string;
             /** @description From the push (`herald.delivery_id` on APNs, `herald_delivery_id` in FCM `data`). */
@@ -606,6 +653,7 @@ export interface components {
         /** @description The body is not valid JSON, or the path cannot be percent-decoded. */
         BadRequest: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -620,6 +668,8 @@ export interface components {
         /** @description The bearer token is missing, invalid or revoked. */
         Unauthenticated: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWW-Authenticate-Bearer"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -631,9 +681,11 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The token lacks the ability this operation requires. */
+        /** @description The token lacks the ability this operation requires (named in `WWW-Authenticate`). */
         Forbidden: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWW-Authenticate-Scope"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -648,6 +700,7 @@ export interface components {
         /** @description No such resource in the authenticated application. */
         NotFound: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -662,6 +715,7 @@ export interface components {
         /** @description This `event_id` was already recorded with different content. */
         Conflict: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -676,6 +730,7 @@ export interface components {
         /** @description The request body is larger than the server accepts. */
         PayloadTooLarge: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -690,12 +745,13 @@ export interface components {
         /** @description The request body is not `application/json`. */
         UnsupportedMediaType: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
                 /**
                  * @example {
-                 *       "message": "Unsupported Content-Type: text/plain"
+                 *       "message": "Unsupported Content-Type: text/plain; expected application/json."
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -704,6 +760,7 @@ export interface components {
         /** @description Validation failed; `errors` maps each offending field to its messages. */
         ValidationFailed: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -713,6 +770,7 @@ export interface components {
         /** @description A path parameter breaks its constraints (too long, or not a UUID). */
         InvalidPathParameter: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -729,12 +787,103 @@ export interface components {
                 "application/json": components["schemas"]["ValidationError"];
             };
         };
+        /** @description The body is not valid JSON. Takes nothing from the send quota, and announces it. */
+        SendBadRequest: {
+            headers: {
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "message": "Malformed JSON in request body."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The request body is larger than the server accepts. Takes nothing from the send quota, and announces it. */
+        SendPayloadTooLarge: {
+            headers: {
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "message": "Request body is too large."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The request body is not `application/json`. Takes nothing from the send quota, and announces it. */
+        SendUnsupportedMediaType: {
+            headers: {
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "message": "Unsupported Content-Type: text/plain; expected application/json."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
+         *     token is never refused because the database is down.)
+         */
+        ServiceUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "message": "Service Unavailable"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description A query parameter this operation does not take. */
+        UnknownParameter: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "message": "The verbose parameter is not allowed.",
+                 *       "errors": {
+                 *         "verbose": [
+                 *           "The verbose parameter is not allowed."
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ValidationError"];
+            };
+        };
         /** @description The application's send rate limit is exhausted. */
         TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["Retry-After"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -768,11 +917,33 @@ export interface components {
         IdempotencyKey: string;
         /** @description Page size. */
         Limit: number;
-        /** @description The `meta.next_cursor` of the previous page; leave out for the first page. */
+        /**
+         * @description The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+         *     base64url characters naming a position in the list; the page holds what comes after it.
+         * @example my5sGj9NTI6hsn1enwocOw
+         */
         Cursor: string;
     };
     requestBodies: never;
     headers: {
+        /**
+         * @description The request's id, on every answer and on every log line of the request: the client's own
+         *     `X-Request-Id` when it is 1 to 128 characters of `A-Z a-z 0-9 . _ : -`, else a new UUID.
+         * @example 0b7c6f4e-2d1a-4f3b-9c8e-5a6b7c8d9e0f
+         */
+        "X-Request-Id": string;
+        /**
+         * @description RFC 6750: the scheme to use, with `error="invalid_token"` when a token was given but is
+         *     unknown, malformed or revoked.
+         * @example Bearer realm="herald", error="invalid_token"
+         */
+        "WWW-Authenticate-Bearer": string;
+        /**
+         * @description RFC 6750 `insufficient_scope`: `scope` lists the abilities this operation needs,
+         *     space-separated.
+         * @example Bearer realm="herald", error="insufficient_scope", scope="notifications:send"
+         */
+        "WWW-Authenticate-Scope": string;
         /**
          * @description The application's send quota, as the `RateLimit-Policy` field of the IETF draft
          *     "RateLimit header fields for HTTP" (quota `q` per window `w` seconds).
@@ -786,7 +957,7 @@ export interface components {
          */
         RateLimit: string;
         /**
-         * @description Seconds to wait before sending again.
+         * @description Seconds to wait before trying again.
          * @example 42
          */
         "Retry-After": number;
@@ -813,6 +984,7 @@ export interface operations {
             /** @description The installation. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -824,6 +996,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidPathParameter"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     registerInstallation: {
@@ -848,6 +1021,7 @@ export interface operations {
             /** @description Installation registered (an existing one was replaced). */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -857,6 +1031,7 @@ export interface operations {
             /** @description Installation registered (created). */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -869,6 +1044,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationFailed"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     deleteInstallation: {
@@ -889,6 +1065,7 @@ export interface operations {
             /** @description Installation deleted. No body. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -898,6 +1075,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidPathParameter"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     updateInstallation: {
@@ -922,6 +1100,7 @@ export interface operations {
             /** @description Installation updated. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -935,6 +1114,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationFailed"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listNotifications: {
@@ -942,7 +1122,11 @@ export interface operations {
             query?: {
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `meta.next_cursor` of the previous page; leave out for the first page. */
+                /**
+                 * @description The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+                 *     base64url characters naming a position in the list; the page holds what comes after it.
+                 * @example my5sGj9NTI6hsn1enwocOw
+                 */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -954,6 +1138,7 @@ export interface operations {
             /** @description A page of notifications. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -966,12 +1151,14 @@ export interface operations {
             /** @description `limit` is out of range, or `cursor` is not one this service issued. */
             422: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["ValidationError"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     sendNotification: {
@@ -1004,24 +1191,30 @@ export interface operations {
                 headers: {
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["NotificationAccepted"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            400: components["responses"]["SendBadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
+            413: components["responses"]["SendPayloadTooLarge"];
+            415: components["responses"]["SendUnsupportedMediaType"];
             /**
              * @description Validation failed: a field breaks its constraints, there is nothing to show (no
-             *     title, no body and no data), the push would exceed a provider's size limit, or the
+             *     title, no body and no data), a reserved `data` key is used, what cannot be cut
+             *     (`data`, `options`) alone would exceed a provider's size limit (`errors.data`), or the
              *     `Idempotency-Key` was already used with a different body (`errors["Idempotency-Key"]`).
+             *     Takes nothing from the send quota, and announces it.
              */
             422: {
                 headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1029,6 +1222,7 @@ export interface operations {
                 };
             };
             429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getNotification: {
@@ -1049,6 +1243,7 @@ export interface operations {
             /** @description The notification. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1060,6 +1255,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidPathParameter"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listDeliveries: {
@@ -1067,7 +1263,11 @@ export interface operations {
             query?: {
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `meta.next_cursor` of the previous page; leave out for the first page. */
+                /**
+                 * @description The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+                 *     base64url characters naming a position in the list; the page holds what comes after it.
+                 * @example my5sGj9NTI6hsn1enwocOw
+                 */
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Only this user's installations. */
                 user_id?: string;
@@ -1089,6 +1289,7 @@ export interface operations {
             /** @description A page of deliveries. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1128,6 +1329,7 @@ export interface operations {
             /** @description A path or query parameter breaks its constraints, or `cursor` is not one this service issued. */
             422: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1144,6 +1346,7 @@ export interface operations {
                     "application/json": components["schemas"]["ValidationError"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     reportEvent: {
@@ -1162,6 +1365,7 @@ export interface operations {
             /** @description This `event_id` was already recorded with the same content; the stored record. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1171,6 +1375,7 @@ export interface operations {
             /** @description Event recorded. */
             201: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1186,6 +1391,7 @@ export interface operations {
              */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1200,7 +1406,20 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            422: components["responses"]["ValidationFailed"];
+            /**
+             * @description Validation failed: a field breaks its constraints, or the delivery was skipped and so
+             *     never sent (`errors.delivery_id`, naming the reason it was skipped); nothing is recorded.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     health: {
@@ -1215,6 +1434,7 @@ export interface operations {
             /** @description Alive. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1226,6 +1446,7 @@ export interface operations {
                     "application/json": components["schemas"]["HealthStatus"];
                 };
             };
+            422: components["responses"]["UnknownParameter"];
         };
     };
     readiness: {
@@ -1240,6 +1461,7 @@ export interface operations {
             /** @description Ready. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1251,9 +1473,11 @@ export interface operations {
                     "application/json": components["schemas"]["HealthStatus"];
                 };
             };
+            422: components["responses"]["UnknownParameter"];
             /** @description Not ready; the database is unreachable. */
             503: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1279,6 +1503,7 @@ export interface operations {
             /** @description The OpenAPI document. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1287,6 +1512,7 @@ export interface operations {
                     };
                 };
             };
+            422: components["responses"]["UnknownParameter"];
         };
     };
 }

@@ -6,15 +6,15 @@ import { pinoHttp } from 'pino-http';
 import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
 import type { Logger } from '../logger.ts';
-import { bearerAuth } from './auth.ts';
+import { authorize } from './auth.ts';
+import { readJsonBody } from './body.ts';
 import { notFound } from '../domain/errors.ts';
 import type { SendLimiter, SendPolicy } from '../domain/rate-limits.ts';
-import { errorHandler } from './errors.ts';
-import { sendRateLimit } from './rate-limit.ts';
-import { refuseNulCharacters } from './nul-characters.ts';
+import { errorHandler, lastResortHandler } from './errors.ts';
+import { announceQuotaOnError, sendQuota } from './rate-limit.ts';
 import { eventsRouter } from './routes/events.ts';
 import { installationsRouter } from './routes/installations.ts';
-import { notificationsRouter } from './routes/notifications.ts';
+import { notificationsRouter, sendPath } from './routes/notifications.ts';
 import { systemRouter } from './routes/system.ts';
 
 export type AppOptions = {
@@ -40,6 +40,9 @@ export function createApp(options: AppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
+  // A path is served only as the document writes it: `/API/v1/...` or a trailing slash is a 404.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
   app.use(helmet());
   app.use(
     pinoHttp({
@@ -53,26 +56,32 @@ export function createApp(options: AppOptions): Express {
       quietReqLogger: false,
     }),
   );
-  app.use(express.json({ limit: options.bodyLimit }));
+  // The order of checks: the operation and the token from the headers (404/405, 401/403), then the
+  // body (400/413/415, depth and text), then the schema (422), then the handler's rules.
+  app.use(authorize(orm, document));
+  app.use(readJsonBody(options.bodyLimit));
   app.use(
     OpenApiValidator.middleware({
       // The validator rewrites the document it is given; the served copy stays pristine.
       apiSpec: structuredClone(document) as never,
       validateRequests: { allowUnknownQueryParameters: false, allErrors: true },
       validateResponses: options.validateResponses ? { removeAdditional: false } : false,
-      validateSecurity: { handlers: { bearerAuth: bearerAuth(orm) } },
+      // Authorization already happened in authorize(), before the body was read.
+      validateSecurity: false,
       validateFormats: true,
       ajvFormats: { mode: 'full' },
       ignoreUndocumented: false,
     }),
   );
-  app.use(refuseNulCharacters);
   app.use(systemRouter(orm, document));
   app.use(installationsRouter(orm));
-  app.use(notificationsRouter(orm, boss, sendRateLimit(orm, options.sendLimiter, options.defaultSendPolicy)));
+  const quota = sendQuota(orm, options.sendLimiter, options.defaultSendPolicy);
+  app.use(notificationsRouter(orm, boss, quota));
   app.use(eventsRouter(orm));
   // A documented path without a handler (never in a release) still answers in the error body.
   app.use((_req, _res, next) => next(notFound()));
+  app.use(announceQuotaOnError(quota, sendPath));
   app.use(errorHandler);
+  app.use(lastResortHandler);
   return app;
 }

@@ -1,18 +1,32 @@
 // The one error middleware: our errors, the OpenAPI validator's and the body parser's become the
-// spec's error body; anything else is a masked 500, logged whole.
-import type { ErrorRequestHandler } from 'express';
-import { HttpError, messages, validationMessage, type FieldErrors } from '../domain/errors.ts';
+// spec's error body; a database that cannot be reached is a 503; anything else is a masked 500,
+// logged whole. A last-resort handler behind it answers the same JSON whatever happened.
+import type { ErrorRequestHandler, Request } from 'express';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
+import {
+  addFieldError,
+  fieldErrors,
+  HttpError,
+  messages,
+  unavailable,
+  validationMessage,
+  type FieldErrors,
+} from '../domain/errors.ts';
+import { nothingToShowMessage } from '../domain/notifications.ts';
+import { validationText } from './validation-messages.ts';
 
 type ValidatorIssue = { path?: string; message?: string; errorCode?: string };
 type ForeignError = {
   status?: number;
   statusCode?: number;
   type?: string;
-  expose?: boolean;
   errors?: ValidatorIssue[];
   headers?: Record<string, string>;
   message?: string;
 };
+
+/** Seconds a client should wait before retrying while the database is unreachable. */
+export const unavailableRetryAfterSeconds = 5;
 
 const fixedMessages: Record<number, string> = {
   401: messages.unauthenticated,
@@ -30,44 +44,29 @@ export function fieldName(path: string | undefined): string {
   return rest.length > 0 ? rest.join('.') : location || 'body';
 }
 
-/** One readable sentence per issue: "The options.ttl field must be <= 2419200." */
-function issueMessage(field: string, issue: ValidatorIssue): string {
-  switch (issue.errorCode) {
-    case 'required.openapi.validation':
-      return `The ${field} field is required.`;
-    case 'additionalProperties.openapi.validation':
-      return `The ${field} field is not allowed.`;
-    default:
-      if (/^Unknown query parameter/.test(issue.message ?? '')) return `The ${field} parameter is not allowed.`;
-      return `The ${field} field ${issue.message ?? 'is invalid'}.`;
-  }
+/** The value a validator path points at in the request (for messages that quote it). */
+function valueAt(req: Request, path: string | undefined): unknown {
+  const [, location, ...rest] = (path ?? '').split('/');
+  let value: unknown = location === 'body' ? req.body : undefined;
+  for (const key of rest) value = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined;
+  return value;
 }
 
-function fieldErrors(issues: ValidatorIssue[]): FieldErrors {
-  const errors: FieldErrors = {};
+function requestFieldErrors(req: Request, issues: ValidatorIssue[]): FieldErrors {
+  const errors = fieldErrors();
   for (const issue of issues) {
+    // The only `not` in the document is the send rule "something to show".
+    if (issue.errorCode === 'not.openapi.validation') {
+      // A body that is not an object at all says so through its type error instead.
+      const body: unknown = req.body;
+      if (body !== null && typeof body === 'object' && !Array.isArray(body)) addFieldError(errors, 'notification', nothingToShowMessage);
+      continue;
+    }
     const field = fieldName(issue.path);
-    (errors[field] ??= []).push(issueMessage(field, issue));
+    const message = validationText(field, issue, valueAt(req, issue.path));
+    if (!errors[field]?.includes(message)) addFieldError(errors, field, message);
   }
   return errors;
-}
-
-/** Maps any thrown value to a status and the error body. Exported for the tests of the mapping. */
-export function toHttpError(error: unknown): HttpError | null {
-  if (error instanceof HttpError) return error;
-  const foreign = (error ?? {}) as ForeignError;
-  const status = foreign.status ?? foreign.statusCode;
-  if (typeof status !== 'number' || status < 400 || status >= 500) return null;
-  if (foreign.type === 'entity.parse.failed') return new HttpError(400, messages.badRequest);
-  if (status === 400 && Array.isArray(foreign.errors) && foreign.errors.every(isRequestField)) {
-    // The validator reports request validation as 400; the spec wants 422 with field errors.
-    const errors = fieldErrors(foreign.errors);
-    return new HttpError(422, validationMessage(errors), errors);
-  }
-  // The validator's other 400s (a path it cannot percent-decode) name no field: a plain 400.
-  if (status === 400 && Array.isArray(foreign.errors)) return new HttpError(400, malformedMessage(foreign));
-  const message = fixedMessages[status] ?? foreign.message;
-  return new HttpError(status, message ?? 'Bad Request', undefined, foreign.headers);
 }
 
 // Where a request validation issue can point: `/body/...`, `/query/...`, `/path/...`, `/headers/...`.
@@ -87,19 +86,47 @@ function unsupportedMediaType(contentType: string | undefined): string {
   return `Unsupported Content-Type: ${contentType || 'none'}; expected application/json.`;
 }
 
-export const errorHandler: ErrorRequestHandler = (error, req, res, _next) => {
-  let httpError = toHttpError(error);
-  if (httpError?.status === 415) httpError = new HttpError(415, unsupportedMediaType(req.get('content-type')));
-  if (!httpError) {
-    // pino-http logs the request's line with this error, stack and all.
-    res.err = error;
-    res.status(500).json({ message: messages.serverError });
-    return;
+/** Maps any thrown value to a status and the error body; null for a bug (500). */
+export function toHttpError(error: unknown, req: Request): HttpError | null {
+  if (error instanceof HttpError) return error;
+  if (isDatabaseUnavailable(error)) return unavailable(unavailableRetryAfterSeconds);
+  const foreign = (error ?? {}) as ForeignError;
+  const status = foreign.status ?? foreign.statusCode;
+  if (typeof status !== 'number' || status < 400 || status >= 500) return null;
+  if (foreign.type === 'entity.parse.failed') return new HttpError(400, messages.badRequest);
+  if (status === 415) return new HttpError(415, unsupportedMediaType(req.get('content-type')));
+  if (status === 400 && Array.isArray(foreign.errors) && foreign.errors.every(isRequestField)) {
+    // The validator reports request validation as 400; the spec wants 422 with field errors.
+    const errors = requestFieldErrors(req, foreign.errors);
+    return new HttpError(422, validationMessage(errors), errors);
   }
+  // The validator's other 400s (a path it cannot percent-decode) name no field: a plain 400.
+  if (status === 400 && Array.isArray(foreign.errors)) return new HttpError(400, malformedMessage(foreign));
+  const message = fixedMessages[status] ?? foreign.message;
+  return new HttpError(status, message ?? 'Bad Request', undefined, foreign.headers);
+}
+
+export const errorHandler: ErrorRequestHandler = (error, req, res, next) => {
+  const httpError = toHttpError(error, req);
+  if (!httpError) return next(error);
   for (const [name, value] of Object.entries(httpError.headers ?? {})) res.setHeader(name, value);
-  // RFC 6750: a 401 names the scheme the client must use.
-  if (httpError.status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="herald"');
+  if (httpError.status === 503) req.log.warn({ err: error }, 'database unreachable');
   res.status(httpError.status).json(
     httpError.errors ? { message: httpError.message, errors: httpError.errors } : { message: httpError.message },
   );
+};
+
+/**
+ * Everything else, including a failure inside errorHandler: the JSON error body, never a stack or
+ * an HTML page, whatever NODE_ENV says. pino-http logs the request's line with the error, whole.
+ */
+export const lastResortHandler: ErrorRequestHandler = (error, _req, res, _next) => {
+  res.err = error;
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.statusCode = 500;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.end(JSON.stringify({ message: messages.serverError }));
 };

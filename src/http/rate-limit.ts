@@ -1,19 +1,70 @@
-// The send quota of the authenticated application, announced on every send answer with the
-// IETF draft fields (RateLimit-Policy, RateLimit), and enforced with 429 + Retry-After.
-import type { RequestHandler } from 'express';
+// The send quota of the authenticated application. Every send answer past authentication (202,
+// 422, 429, and the 400/413/415 of a bad body) announces it with the IETF draft fields
+// RateLimit-Policy and RateLimit; only a send that would create a notification takes from it.
+import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Orm } from '../db/orm.ts';
 import { HttpError, messages } from '../domain/errors.ts';
-import { sendPolicy, type SendLimiter, type SendPolicy } from '../domain/rate-limits.ts';
+import { sendPolicy, type SendAllowance, type SendLimiter, type SendPolicy } from '../domain/rate-limits.ts';
 import { principalOf } from './auth.ts';
 
-export function sendRateLimit(orm: Orm, limiter: SendLimiter, fallback: SendPolicy): RequestHandler {
-  return async (req, res, next) => {
-    const { applicationId } = principalOf(req);
-    const policy = await sendPolicy(orm.em.fork(), applicationId, fallback);
-    const allowance = await limiter.consume(applicationId, policy);
-    res.setHeader('RateLimit-Policy', `"send";q=${policy.quota};w=${policy.windowSeconds}`);
-    res.setHeader('RateLimit', `"send";r=${Math.max(0, allowance.remaining)};t=${allowance.resetSeconds}`);
-    if (allowance.allowed) return next();
-    next(new HttpError(429, messages.tooManyRequests, undefined, { 'Retry-After': String(Math.max(1, allowance.resetSeconds)) }));
+export type SendQuota = {
+  /** Takes one send; sets the fields; throws 429 (with Retry-After) when none is left. */
+  admit(req: Request, res: Response): Promise<void>;
+  /** Gives back the send admit() took (the send turned out to be a replay). */
+  refund(req: Request, res: Response): Promise<void>;
+  /** Sets the fields from what is left, taking nothing. */
+  announce(req: Request, res: Response): Promise<void>;
+};
+
+function setFields(res: Response, allowance: SendAllowance): void {
+  res.setHeader('RateLimit-Policy', `"send";q=${allowance.quota};w=${allowance.windowSeconds}`);
+  res.setHeader('RateLimit', `"send";r=${allowance.remaining};t=${allowance.resetSeconds}`);
+}
+
+export function sendQuota(orm: Orm, limiter: SendLimiter, fallback: SendPolicy): SendQuota {
+  const policies = new WeakMap<Request, SendPolicy>();
+  const policyOf = async (req: Request) => {
+    let policy = policies.get(req);
+    if (!policy) {
+      policy = await sendPolicy(orm.em.fork(), principalOf(req).applicationId, fallback);
+      policies.set(req, policy);
+    }
+    return policy;
+  };
+  return {
+    async admit(req, res) {
+      const allowance = await limiter.consume(principalOf(req).applicationId, await policyOf(req));
+      setFields(res, allowance);
+      if (!allowance.allowed) {
+        throw new HttpError(429, messages.tooManyRequests, undefined, {
+          'Retry-After': String(Math.max(1, allowance.resetSeconds)),
+        });
+      }
+    },
+    async refund(req, res) {
+      const policy = await policyOf(req);
+      await limiter.refund(principalOf(req).applicationId, policy);
+      setFields(res, await limiter.peek(principalOf(req).applicationId, policy));
+    },
+    async announce(req, res) {
+      setFields(res, await limiter.peek(principalOf(req).applicationId, await policyOf(req)));
+    },
+  };
+}
+
+/**
+ * An error answer of the send operation past authentication (a bad body, a 422) still carries the
+ * quota fields. Before authentication there is no application, so nothing to announce.
+ */
+export function announceQuotaOnError(quota: SendQuota, path: string): ErrorRequestHandler {
+  return async (error, req, res, next) => {
+    if (req.method === 'POST' && req.path === path && !res.headersSent && !res.hasHeader('RateLimit')) {
+      try {
+        await quota.announce(req, res);
+      } catch {
+        // Unauthenticated, or the database is down: the error being answered is what matters.
+      }
+    }
+    next(error);
   };
 }

@@ -34,14 +34,15 @@ export function databaseUrl(): string {
 }
 
 export async function startHarness(
-  options: { logger?: Logger; bodyLimit?: string; sendPolicy?: SendPolicy; queueSchema?: string } = {},
+  options: { logger?: Logger; bodyLimit?: string; sendPolicy?: SendPolicy; queueSchema?: string; databaseUrl?: string } = {},
 ): Promise<Harness> {
-  const url = databaseUrl();
+  const url = options.databaseUrl ?? databaseUrl();
   const logger = options.logger ?? createLogger('silent');
   const orm = await openOrm(url, 5);
   await migrate(orm);
   const boss = await startBoss(url, logger, { worker: false, schema: options.queueSchema });
   const limiterPool = new pg.Pool({ connectionString: url, max: 2 });
+  limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit connection lost'));
   const app = createApp({
     orm,
     boss,

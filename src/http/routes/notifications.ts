@@ -1,4 +1,4 @@
-import { Router, type RequestHandler } from 'express';
+import { Router } from 'express';
 import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../../db/orm.ts';
 import {
@@ -9,20 +9,27 @@ import {
 } from '../../domain/notifications.ts';
 import { deliveryView, listDeliveries, type DeliveryView } from '../../domain/deliveries.ts';
 import { principalOf } from '../auth.ts';
+import type { SendQuota } from '../rate-limit.ts';
 
 const defaultPageSize = 25;
 
-export function notificationsRouter(orm: Orm, boss: PgBoss, rateLimit: RequestHandler): Router {
+export const sendPath = '/api/v1/notifications';
+
+export function notificationsRouter(orm: Orm, boss: PgBoss, quota: SendQuota): Router {
   const router = Router();
 
-  router.post('/api/v1/notifications', rateLimit, async (req, res) => {
+  router.post(sendPath, async (req, res) => {
     const { applicationId } = principalOf(req);
     const em = orm.em.fork();
     const { notification, accepted } = await sendNotification(em, boss, {
       applicationId,
       request: req.body,
       idempotencyKey: req.get('idempotency-key'),
+      admit: () => quota.admit(req, res),
+      refund: () => quota.refund(req, res),
     });
+    // A replay took nothing from the quota, and says how much is left all the same.
+    if (!res.hasHeader('RateLimit')) await quota.announce(req, res);
     const [data] = await notificationViews(em, [notification]);
     res.status(202).json({ data, meta: { accepted } });
   });
