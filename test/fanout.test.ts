@@ -337,3 +337,82 @@ test('a notification to many users fans out in several batches and counts every 
   expect(pipeline.apns.received.filter((push) => push.token.startsWith('bulk-a-'))).toHaveLength(120);
   expect(pipeline.fcm.received.filter((push) => push.token?.startsWith('bulk-f-'))).toHaveLength(120);
 });
+
+describe('pushes cut to fit the providers', () => {
+  type Truncation = { title: number | null; body: number | null; dropped: string[] } | null;
+  const truncations = async (app: Awaited<ReturnType<Pipeline['newApplication']>>, id: string) =>
+    Object.fromEntries(
+      ((await app.deliveries(id)) as unknown as { installation_id: string; truncation: Truncation }[]).map((d) => [d.installation_id, d.truncation]),
+    );
+  const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
+  const prefix = (text: string, codePoints: number) => Array.from(text).slice(0, codePoints).join('');
+
+  test('a send at every content limit reaches both providers within 4096 bytes, ending with …, and each delivery records its cut', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('cut-ios', ios('cut-01', 'cora'));
+    await app.register('cut-android', android('fcm-cut-02', 'cora'));
+    await app.register('cut-denied', ios('cut-03', 'cora', { permission: 'denied' }));
+    // 4095 code points of CJK, quotes, backslashes and emoji with a skin tone (two code points).
+    const body = '漢"\\👍🏽'.repeat(819);
+    const notification = {
+      title: 'T'.repeat(255),
+      body,
+      image_url: `https://cdn.example.com/${'i'.repeat(2048 - 24)}`,
+      action_url: `myapp://orders/${'1'.repeat(2048 - 15)}`,
+    };
+    const id = await app.send({ recipients: { user_ids: ['cora'] }, notification, data: { order_id: '1042' } });
+    const settled = await app.settled(id);
+    expect(settled.status).toBe('completed');
+    expect(settled.statistics).toMatchObject({ accepted: 2, skipped: 1, failed: 0 });
+    // The notification itself is kept whole.
+    expect(settled.notification).toEqual(notification);
+
+    const cut = await truncations(app, id);
+    expect(cut['cut-denied']).toBeNull();
+
+    const [apns] = apnsTo('cut-01');
+    expect(apns.status).toBe(200);
+    const payload = apns.payload as { aps: { alert: { title: string; body: string }; 'mutable-content'?: number }; herald: Record<string, string>; order_id: string };
+    expect(bytes(payload)).toBeLessThanOrEqual(4096);
+    expect(payload.aps.alert.title).toBe(notification.title);
+    expect(payload.aps.alert.body.endsWith('…')).toBe(true);
+    expect(payload.herald.image_url).toBeUndefined();
+    expect(payload.aps['mutable-content']).toBeUndefined();
+    expect(payload.herald.action_url).toBe(notification.action_url);
+    expect(payload.order_id).toBe('1042');
+    expect(cut['cut-ios']).toEqual({ title: null, body: expect.any(Number), dropped: ['image_url'] });
+    // What is recorded is what was pushed.
+    expect(payload.aps.alert.body).toBe(`${prefix(body, cut['cut-ios']!.body!)}…`);
+
+    const [fcm] = fcmTo('fcm-cut-02');
+    expect(fcm.status).toBe(200);
+    const message = fcm.message as { notification: { title: string; body: string; image?: string }; data: Record<string, string> };
+    expect(bytes({ data: message.data, notification: message.notification })).toBeLessThanOrEqual(4096);
+    expect(message.notification.title).toBe(notification.title);
+    expect(message.notification.body.endsWith('…')).toBe(true);
+    expect(message.notification.image).toBeUndefined();
+    expect(message.data.herald_action_url).toBe(notification.action_url);
+    expect(cut['cut-android']).toEqual({ title: null, body: expect.any(Number), dropped: ['image_url'] });
+    expect(message.notification.body).toBe(`${prefix(body, cut['cut-android']!.body!)}…`);
+    // Each platform is measured on its own payload.
+    expect(cut['cut-android']!.body).not.toBe(cut['cut-ios']!.body);
+  });
+
+  test('a 4096-character body is cut on both platforms, nothing dropped; a push that fits is recorded whole', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('long-ios', ios('long-01', 'lena'));
+    await app.register('long-android', android('fcm-long-02', 'lena'));
+    const long = await app.send({ recipients: { user_ids: ['lena'] }, notification: { title: 'News', body: 'b'.repeat(4096) } });
+    expect((await app.settled(long)).statistics).toMatchObject({ accepted: 2 });
+    const cut = await truncations(app, long);
+    expect(cut['long-ios']).toEqual({ title: null, body: expect.any(Number), dropped: [] });
+    expect(cut['long-android']).toEqual({ title: null, body: expect.any(Number), dropped: [] });
+    const apnsBody = (apnsTo('long-01')[0].payload as { aps: { alert: { body: string } } }).aps.alert.body;
+    expect(apnsBody).toBe(`${'b'.repeat(cut['long-ios']!.body!)}…`);
+    expect(bytes(apnsTo('long-01')[0].payload)).toBeGreaterThan(4090);
+
+    const short = await app.send({ recipients: { user_ids: ['lena'] }, notification: { title: 'News', body: 'Short' } });
+    await app.settled(short);
+    expect(await truncations(app, short)).toEqual({ 'long-ios': null, 'long-android': null });
+  });
+});

@@ -290,10 +290,38 @@ describe('send validation at each limit', () => {
     ['a body of exactly 4096 ASCII characters', { body: 'b'.repeat(4096) }],
     ['1400 characters of 3 bytes each (4200 bytes)', { body: '€'.repeat(1400) }],
     ['1500 CJK characters', { body: '漢'.repeat(1500) }],
+    ['a body of emoji ZWJ sequences (4095 characters, 14625 bytes)', { body: '👨‍👩‍👧‍👦'.repeat(585) }],
+    ['a body of 2048 combining sequences (e + U+0301)', { body: 'e\u0301'.repeat(2048) }],
+    ['a body of 4096 quotes and backslashes (8192 bytes as JSON)', { body: '"\\'.repeat(2048) }],
+    [
+      'all four content fields at their limits',
+      { title: 't'.repeat(255), body: 'b'.repeat(4096), image_url: url(2048), action_url: deepLink(2048) },
+    ],
   ])('%s is within the spec, so it is accepted (the push is cut to fit)', async (_name, notification) => {
+    const before = await countNotifications(harness.orm, application.id);
     const res = await send(withNotification(notification));
     expect(res.status).toBe(202);
-    expect(res.body.data.notification.body).toBe(notification.body);
+    // Stored and echoed whole: only each platform's push is cut.
+    expect(res.body.data.notification).toEqual({ title: 'Hello', image_url: null, action_url: null, ...notification });
+    expect(await countNotifications(harness.orm, application.id)).toBe(before + 1);
+  });
+
+  test('data too large alone is 422 keyed data, naming each provider and the byte counts', async () => {
+    const notification = { title: 't'.repeat(255), body: 'b'.repeat(4096), image_url: url(2048), action_url: url(2048) };
+    const res = await send(sendBody({ notification, data: { blob: 'x'.repeat(4200) } }));
+    expect(res.status).toBe(422);
+    const message = (provider: string) =>
+      new RegExp(`^The ${provider} payload would be \\d+ bytes with the title and body cut to "…" and without the URLs; the limit is 4096\\.$`);
+    expect(res.body.errors).toEqual({ data: [expect.stringMatching(message('APNs')), expect.stringMatching(message('FCM'))] });
+    expect(res.body.message).toBe(`${res.body.errors.data[0]} (and 1 more error)`);
+    expect(Number(/would be (\d+) bytes/.exec(res.body.errors.data[0])![1])).toBeGreaterThan(4200);
+  });
+
+  test('data too large only for FCM is 422 naming FCM alone', async () => {
+    // FCM carries a non-string data value as JSON text, so its quotes are escaped twice there.
+    const res = await send(sendBody({ data: { nested: { text: '"'.repeat(1500) } } }));
+    expect(res.status).toBe(422);
+    expect(res.body.errors).toEqual({ data: [expect.stringMatching(/^The FCM payload would be \d+ bytes .*; the limit is 4096\.$/)] });
   });
 
   test('an Idempotency-Key of 255 characters is accepted', async () => {
