@@ -20,7 +20,8 @@ mkdir -p reports
 status=0
 jest_exit=skipped
 fuzz_exit=skipped
-if "$make" --no-print-directory install codegen-check lint typecheck; then
+# (Each of these depends on install; naming it too would print "Nothing to be done for 'install'".)
+if "$make" --no-print-directory codegen-check lint typecheck; then
   "$make" --no-print-directory unit
   jest_exit=$?
   # Shown live and kept for the summary.
