@@ -25,6 +25,14 @@ afterAll(async () => {
 const bearer = (token: string) => `Bearer ${token}`;
 const send = { recipients: { user_ids: ['u-1'] }, notification: { title: 'Hi' } };
 
+/** Sends the text as it is (JSON.stringify of a value, or hand-written JSON), so odd input reaches the server. */
+const postSend = (raw: string, token = all) =>
+  request(harness.app)
+    .post('/api/v1/notifications')
+    .set('Authorization', bearer(token))
+    .set('Content-Type', 'application/json')
+    .send(raw);
+
 describe('authentication and abilities are decided before the body is read', () => {
   const malformed = '{"recipients": ';
   const oversized = JSON.stringify({ ...send, data: { blob: 'x'.repeat(1_100_000) } });
@@ -59,11 +67,7 @@ describe('authentication and abilities are decided before the body is read', () 
   test('a token without the ability is 403 before the body is parsed, and WWW-Authenticate names the scope', async () => {
     const appToken = await application.token(['installations:write', 'events:write']);
     for (const body of [malformed, oversized]) {
-      const res = await request(harness.app)
-        .post('/api/v1/notifications')
-        .set('Authorization', bearer(appToken))
-        .set('Content-Type', 'application/json')
-        .send(body);
+      const res = await postSend(body, appToken);
       expect(res.status).toBe(403);
       expect(res.body).toEqual({ message: 'This action is unauthorized.' });
       expect(res.headers['www-authenticate']).toBe('Bearer realm="herald", error="insufficient_scope", scope="notifications:send"');
@@ -126,11 +130,7 @@ describe('no input is a 500', () => {
   });
 
   test.each(hostileNames)('a data key named %s is sent like any other key', async (name) => {
-    const res = await request(harness.app)
-      .post('/api/v1/notifications')
-      .set('Authorization', bearer(all))
-      .set('Content-Type', 'application/json')
-      .send(`{"recipients":{"user_ids":["u"]},"notification":{},"data":{${JSON.stringify(name)}:{${JSON.stringify(name)}:"v"}}}`);
+    const res = await postSend(`{"recipients":{"user_ids":["u"]},"notification":{},"data":{${JSON.stringify(name)}:{${JSON.stringify(name)}:"v"}}}`);
     expect(res.status).toBe(202);
     expect(Object.keys(res.body.data.data)).toEqual([name]);
   });
@@ -159,11 +159,7 @@ describe('no input is a 500', () => {
     ['a user id', { ...send, recipients: { user_ids: ['u\ud83d'] } }, 'recipients.user_ids.0'],
     ['a data key', { ...send, data: { 'k\ud800': 1 } }, 'data'],
   ])('a lone UTF-16 surrogate in %s is a 422 naming the field', async (_name, body, field) => {
-    const res = await request(harness.app)
-      .post('/api/v1/notifications')
-      .set('Authorization', bearer(all))
-      .set('Content-Type', 'application/json')
-      .send(JSON.stringify(body));
+    const res = await postSend(JSON.stringify(body));
     expect(res.status).toBe(422);
     expect(res.body.errors[field]).toEqual([expect.stringMatching(/unpaired UTF-16 surrogate/)]);
   });
@@ -186,11 +182,7 @@ describe('no input is a 500', () => {
   test.each([5_000, 20_000, 200_000])('data nested %i levels deep is a 422 naming data, and takes no send quota', async (depth) => {
     const before = await request(harness.app).post('/api/v1/notifications').set('Authorization', bearer(all)).send({});
     const body = `{"recipients":{"user_ids":["u"]},"notification":{},"data":{"a":${'['.repeat(depth)}${']'.repeat(depth)}}}`;
-    const res = await request(harness.app)
-      .post('/api/v1/notifications')
-      .set('Authorization', bearer(all))
-      .set('Content-Type', 'application/json')
-      .send(body);
+    const res = await postSend(body);
     expect(res.status).toBe(422);
     expect(res.body.errors).toEqual({ data: ['The data field is nested more than 32 levels deep.'] });
     const remaining = (header: string) => /r=(\d+)/.exec(header)?.[1];
@@ -200,11 +192,7 @@ describe('no input is a 500', () => {
   test('32 levels is the limit: a body nesting exactly 32 containers is accepted', async () => {
     // body (1) > data (2) > 30 arrays (3..32)
     const body = `{"recipients":{"user_ids":["u"]},"notification":{},"data":{"a":${'['.repeat(30)}1${']'.repeat(30)}}}`;
-    const res = await request(harness.app)
-      .post('/api/v1/notifications')
-      .set('Authorization', bearer(all))
-      .set('Content-Type', 'application/json')
-      .send(body);
+    const res = await postSend(body);
     expect(res.status).toBe(202);
   });
 });
@@ -291,19 +279,14 @@ describe('idempotent retries are free', () => {
     const schema = await request(harness.app).post('/api/v1/notifications').set('Authorization', bearer(all)).send({ recipients: {} });
     expect(schema.status).toBe(422);
     expect(schema.headers['ratelimit-policy']).toBe('"send";q=1000;w=60');
-    const malformed = await request(harness.app)
-      .post('/api/v1/notifications')
-      .set('Authorization', bearer(all))
-      .set('Content-Type', 'application/json')
-      .send('{');
+    const malformed = await postSend('{');
     expect(malformed.status).toBe(400);
     expect(malformed.headers.ratelimit).toMatch(/^"send";r=\d+;t=\d+$/);
   });
 });
 
 describe('readable messages and exact formats', () => {
-  const post = (body: unknown) =>
-    request(harness.app).post('/api/v1/notifications').set('Authorization', bearer(all)).set('Content-Type', 'application/json').send(JSON.stringify(body));
+  const post = (body: unknown) => postSend(JSON.stringify(body));
 
   test('a repeated user id is named in the message', async () => {
     const res = await post({ ...send, recipients: { user_ids: ['a', 'b', 'a'] } });
