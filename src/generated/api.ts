@@ -776,10 +776,10 @@ export interface components {
             content: {
                 /**
                  * @example {
-                 *       "message": "The installationId field must NOT have more than 255 characters.",
+                 *       "message": "The installationId field must not be longer than 255 characters.",
                  *       "errors": {
                  *         "installationId": [
-                 *           "The installationId field must NOT have more than 255 characters."
+                 *           "The installationId field must not be longer than 255 characters."
                  *         ]
                  *       }
                  *     }
@@ -1335,10 +1335,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "message": "The cursor is invalid.",
+                     *       "message": "The cursor field must be a meta.next_cursor of an earlier page.",
                      *       "errors": {
                      *         "cursor": [
-                     *           "The cursor is invalid."
+                     *           "The cursor field must be a meta.next_cursor of an earlier page."
                      *         ]
                      *       }
                      *     }

@@ -12,8 +12,11 @@ const typeNames: Record<string, string> = {
   null: 'null',
 };
 
+// A uuid field also has the bare-UUID pattern: both say the same, so the field gets one message.
+const bareUuid = 'a UUID written as 8-4-4-4-12 hexadecimal digits, with no prefix';
+
 const formatNames: Record<string, string> = {
-  uuid: 'a UUID',
+  uuid: bareUuid,
   uri: 'an absolute URI (for example https://example.com/image.png)',
   'date-time': 'an RFC 3339 date-time (for example 2026-11-02T10:03:41Z)',
 };
@@ -21,8 +24,7 @@ const formatNames: Record<string, string> = {
 // The patterns of openapi.yaml, by what they mean.
 const patternMeanings: Record<string, string> = {
   '^[^\\x00]*$': 'must not contain a NUL character (U+0000)',
-  '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$':
-    'must be a UUID written as 8-4-4-4-12 hexadecimal digits, with no prefix',
+  '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$': `must be ${bareUuid}`,
   '^[A-Za-z0-9_-]{22}$': 'must be a meta.next_cursor of an earlier page',
 };
 
