@@ -247,8 +247,8 @@ describe('idempotent retries are free', () => {
       }
       // A reused key with another body is still refused, and takes nothing either.
       const other = await post('order-1', { ...send, notification: { title: 'Other' } });
-      expect(other.status).toBe(422);
-      expect(other.body.errors).toEqual({ 'Idempotency-Key': ['This Idempotency-Key was already used for a different request.'] });
+      expect(other.status).toBe(409);
+      expect(other.body).toEqual({ message: 'This Idempotency-Key was already used for a different request.' });
       expect(other.headers.ratelimit).toMatch(/^"send";r=0;/);
     } finally {
       await limited.close();

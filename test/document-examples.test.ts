@@ -48,6 +48,16 @@ test.each([
     () => call('post', '/api/v1/notifications', { recipients: { user_ids: ['u'] }, notification: {} }),
     ['/api/v1/notifications', 'post', '422', 'empty'],
   ],
+  [
+    'send: Idempotency-Key reused with another body',
+    async () => {
+      const post = (title: string) =>
+        call('post', '/api/v1/notifications', { recipients: { user_ids: ['u'] }, notification: { title } }).set('Idempotency-Key', 'examples-reused');
+      expect((await post('first')).status).toBe(202);
+      return post('second');
+    },
+    ['/api/v1/notifications', 'post', '409'],
+  ],
   ['list: limit', () => call('get', '/api/v1/notifications?limit=101'), ['/api/v1/notifications', 'get', '422', 'limit']],
   ['list: cursor', () => call('get', '/api/v1/notifications?cursor=0'), ['/api/v1/notifications', 'get', '422', 'cursor']],
   [

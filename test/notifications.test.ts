@@ -386,12 +386,12 @@ describe('Idempotency-Key', () => {
     expect(await countNotifications(harness.orm, app.id)).toBe(1);
   });
 
-  test('the same key with a different body is 422 keyed Idempotency-Key and sends nothing', async () => {
+  test('the same key with a different body is 409 (message only) and sends nothing', async () => {
     const first = await send(sendBody({ data: { n: 1 } }), { token: appToken, key: 'k1' });
     expect(first.status).toBe(202);
     const second = await send(sendBody({ data: { n: 2 } }), { token: appToken, key: 'k1' });
-    expect(second.status).toBe(422);
-    expect(second.body.errors['Idempotency-Key']).toEqual([expect.any(String)]);
+    expect(second.status).toBe(409);
+    expect(second.body).toEqual({ message: 'This Idempotency-Key was already used for a different request.' });
     expect(await countNotifications(harness.orm, app.id)).toBe(1);
     expect(await countFanoutJobs(harness.orm, app.id)).toBe(1);
   });
@@ -400,8 +400,7 @@ describe('Idempotency-Key', () => {
     const first = await send(sendBody({ recipients: { user_ids: ['a', 'b'] } }), { token: appToken, key: 'order' });
     expect(first.status).toBe(202);
     const second = await send(sendBody({ recipients: { user_ids: ['b', 'a'] } }), { token: appToken, key: 'order' });
-    expect(second.status).toBe(422);
-    expect(Object.keys(second.body.errors)).toEqual(['Idempotency-Key']);
+    expect(second.status).toBe(409);
   });
 
   test('the same key in another application is independent', async () => {

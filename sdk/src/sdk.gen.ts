@@ -117,7 +117,8 @@ export const listNotifications = <ThrowOnError extends boolean = false>(options?
  * provider's limit with the title and body cut to `…` and without the URLs.
  *
  * With an `Idempotency-Key`, a retry with the same key and body returns the original
- * notification (`meta.accepted: false`) instead of sending again.
+ * notification (`meta.accepted: false`) instead of sending again, and takes nothing from the
+ * send quota; the same key with a different body is 409.
  *
  */
 export const sendNotification = <ThrowOnError extends boolean = false>(options: Options<SendNotificationData, ThrowOnError>): RequestResult<SendNotificationResponses, SendNotificationErrors, ThrowOnError> => (options.client ?? client).post<SendNotificationResponses, SendNotificationErrors, ThrowOnError>({

@@ -517,7 +517,7 @@ export type NotificationId = string;
  * Identifies one logical send so that retries do not send twice. Scoped to the
  * application and kept for 24 hours. The same key with the same body returns the
  * original notification (202, `meta.accepted: false`); the same key with a different
- * body is 422. Concurrent duplicates create exactly one notification.
+ * body is 409. Concurrent duplicates create exactly one notification.
  *
  */
 export type IdempotencyKey = string;
@@ -819,7 +819,7 @@ export type SendNotificationData = {
          * Identifies one logical send so that retries do not send twice. Scoped to the
          * application and kept for 24 hours. The same key with the same body returns the
          * original notification (202, `meta.accepted: false`); the same key with a different
-         * body is 422. Concurrent duplicates create exactly one notification.
+         * body is 409. Concurrent duplicates create exactly one notification.
          *
          */
         'Idempotency-Key'?: string;
@@ -843,6 +843,14 @@ export type SendNotificationErrors = {
      */
     403: Error;
     /**
+     * The `Idempotency-Key` was already used, within its 24 hours, for a send with a different
+     * body: the key names that other send, so this one is neither sent nor a replay. Use a new
+     * key for a new send. (The same rule as an `event_id` reported again with other content.)
+     * Takes nothing from the send quota, and announces it.
+     *
+     */
+    409: Error;
+    /**
      * The request body is larger than the server accepts. Takes nothing from the send quota, and announces it.
      */
     413: Error;
@@ -853,8 +861,7 @@ export type SendNotificationErrors = {
     /**
      * Validation failed: a field breaks its constraints, there is nothing to show (no
      * title, no body and no data), a reserved `data` key is used, what cannot be cut
-     * (`data`, `options`) alone would exceed a provider's size limit (`errors.data`), or the
-     * `Idempotency-Key` was already used with a different body (`errors["Idempotency-Key"]`).
+     * (`data`, `options`) alone would exceed a provider's size limit (`errors.data`).
      * Takes nothing from the send quota, and announces it.
      *
      */

@@ -7,7 +7,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../generated/api.ts';
 import { enqueueFanout } from '../fanout/queue.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
-import { notFound, validationFailed, type FieldErrors } from './errors.ts';
+import { conflict, notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { Notification } from './entities.ts';
 import { isUuid } from './ids.ts';
 import { payloadProblems, type PushContent } from './payloads.ts';
@@ -119,7 +119,7 @@ async function findIdempotentSend(
     [claim.applicationId, claim.key, idempotencyWindowHours],
   );
   if (!existing) return null;
-  if (existing.request_hash !== claim.hash) throw validationFailed({ 'Idempotency-Key': [keyReusedMessage] });
+  if (existing.request_hash !== claim.hash) throw conflict(keyReusedMessage);
   return existing.notification_id;
 }
 
@@ -146,7 +146,7 @@ async function claimIdempotencyKey(
     'select request_hash, notification_id from idempotency_keys where application_id = ? and key = ?',
     [claim.applicationId, claim.key],
   );
-  if (existing.request_hash !== claim.hash) throw validationFailed({ 'Idempotency-Key': [keyReusedMessage] });
+  if (existing.request_hash !== claim.hash) throw conflict(keyReusedMessage);
   return existing.notification_id;
 }
 

@@ -86,7 +86,8 @@ export interface paths {
          *     provider's limit with the title and body cut to `…` and without the URLs.
          *
          *     With an `Idempotency-Key`, a retry with the same key and body returns the original
-         *     notification (`meta.accepted: false`) instead of sending again.
+         *     notification (`meta.accepted: false`) instead of sending again, and takes nothing from the
+         *     send quota; the same key with a different body is 409.
          */
         post: operations["sendNotification"];
         delete?: never;
@@ -911,7 +912,7 @@ export interface components {
          * @description Identifies one logical send so that retries do not send twice. Scoped to the
          *     application and kept for 24 hours. The same key with the same body returns the
          *     original notification (202, `meta.accepted: false`); the same key with a different
-         *     body is 422. Concurrent duplicates create exactly one notification.
+         *     body is 409. Concurrent duplicates create exactly one notification.
          * @example order-1042-shipped
          */
         IdempotencyKey: string;
@@ -1169,7 +1170,7 @@ export interface operations {
                  * @description Identifies one logical send so that retries do not send twice. Scoped to the
                  *     application and kept for 24 hours. The same key with the same body returns the
                  *     original notification (202, `meta.accepted: false`); the same key with a different
-                 *     body is 422. Concurrent duplicates create exactly one notification.
+                 *     body is 409. Concurrent duplicates create exactly one notification.
                  * @example order-1042-shipped
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -1201,13 +1202,34 @@ export interface operations {
             400: components["responses"]["SendBadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            /**
+             * @description The `Idempotency-Key` was already used, within its 24 hours, for a send with a different
+             *     body: the key names that other send, so this one is neither sent nor a replay. Use a new
+             *     key for a new send. (The same rule as an `event_id` reported again with other content.)
+             *     Takes nothing from the send quota, and announces it.
+             */
+            409: {
+                headers: {
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "This Idempotency-Key was already used for a different request."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["SendPayloadTooLarge"];
             415: components["responses"]["SendUnsupportedMediaType"];
             /**
              * @description Validation failed: a field breaks its constraints, there is nothing to show (no
              *     title, no body and no data), a reserved `data` key is used, what cannot be cut
-             *     (`data`, `options`) alone would exceed a provider's size limit (`errors.data`), or the
-             *     `Idempotency-Key` was already used with a different body (`errors["Idempotency-Key"]`).
+             *     (`data`, `options`) alone would exceed a provider's size limit (`errors.data`).
              *     Takes nothing from the send quota, and announces it.
              */
             422: {
