@@ -6,7 +6,7 @@ import { apnsPayload } from '../domain/payloads.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { Logger } from '../logger.ts';
 import type { ApnsCredentials, ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
-import { createLimiter, summarize, unusableProvider } from './support.ts';
+import { createLimiter, networkReason, summarize, unusableProvider } from './support.ts';
 
 export type ApnsProviderOptions = {
   /** Requests in flight at once on the one connection, across concurrent send() calls. */
@@ -135,7 +135,7 @@ function outcomeOf(deliveryId: string, result: SendResult): PushOutcome {
   const sent = result.sent[0] as { device: string; 'apns-id'?: string } | undefined;
   if (sent) return { deliveryId, kind: 'accepted', ...(sent['apns-id'] ? { providerId: sent['apns-id'] } : {}) };
   const failure: Failure | undefined = result.failed[0];
-  if (!failure) return { deliveryId, kind: 'transient', reason: 'NoResponse' };
+  if (!failure) return { deliveryId, kind: 'transient', reason: 'provider connection lost' };
   return failureOutcome(deliveryId, failure);
 }
 
@@ -163,9 +163,8 @@ export function failureOutcome(deliveryId: string, failure: Failure): PushOutcom
 
 function reasonOfError(status: number | undefined, failure: Failure): string {
   if (status === 500) return 'InternalServerError';
-  const error = failure.error as (Error & { code?: string }) | undefined;
-  if (error?.message) return status === undefined ? `ConnectionError: ${error.message}` : error.message;
-  const code = (failure as { code?: unknown }).code;
-  if (typeof code === 'string') return `ConnectionError: ${code}`;
-  return status === undefined ? 'ConnectionError' : `HTTP ${status}`;
+  // No status: the request never got an answer (refused, timed out, session lost).
+  if (status === undefined) return networkReason(failure.error ?? failure);
+  const error = failure.error as Error | undefined;
+  return error?.message || `HTTP ${status}`;
 }

@@ -7,7 +7,7 @@ import { fcmMessage } from '../domain/payloads.ts';
 import type { Logger } from '../logger.ts';
 import { endpointCredential, fcmEndpointRoute, type EndpointRoute } from './fcm-endpoint.ts';
 import type { FcmCredentials, ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
-import { createLimiter, parseRetryAfter, summarize, unusableProvider } from './support.ts';
+import { createLimiter, networkReason, parseRetryAfter, summarize, unusableProvider } from './support.ts';
 
 export type FcmProviderOptions = {
   /** sendEach calls in flight at once, across concurrent send() calls; each opens its own HTTP/2 connection. */
@@ -173,9 +173,10 @@ export function fcmOutcome(deliveryId: string, error: unknown): PushOutcome {
     case 'messaging/device-message-rate-exceeded':
     case 'messaging/server-unavailable':
     case 'messaging/internal-error':
+      return transient();
     case 'app/network-timeout':
     case 'app/network-error':
-      return transient();
+      return transient(networkReason(error));
   }
   if (httpStatus !== undefined) {
     if (httpStatus === 429 || httpStatus >= 500) return transient();

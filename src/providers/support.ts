@@ -46,3 +46,24 @@ export function parseRetryAfter(value: unknown, now = Date.now()): number | unde
   const date = Date.parse(trimmed);
   return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - now) / 1000));
 }
+
+/**
+ * A failure to talk to a provider, in words. The error's own message names addresses and ports
+ * (`connect ECONNREFUSED 10.0.3.7:443`): a delivery's reason is read by integrators, so it says what
+ * happened, never where.
+ */
+export type NetworkReason = 'provider unreachable' | 'provider timeout' | 'provider connection lost';
+
+const unreachableCodes = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
+const timeoutCodes = new Set(['ETIMEDOUT', 'ESOCKETTIMEDOUT', 'ECONNABORTED', 'UND_ERR_CONNECT_TIMEOUT']);
+
+export function networkReason(error: unknown): NetworkReason {
+  for (let current = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; current && depth < 5; depth++) {
+    const code = typeof current.code === 'string' ? current.code : '';
+    const message = typeof current.message === 'string' ? current.message : '';
+    if (unreachableCodes.has(code) || /ECONNREFUSED|EHOSTUNREACH|ENOTFOUND|EAI_AGAIN/.test(message)) return 'provider unreachable';
+    if (timeoutCodes.has(code) || /time(d)?\s?out/i.test(message)) return 'provider timeout';
+    current = current.cause as typeof current;
+  }
+  return 'provider connection lost';
+}

@@ -47,6 +47,21 @@ test('an APNs failure that lost its error message (a spread Error) is still tran
   expect(failureOutcome('d1', { device: 'x', code: 'ERR_HTTP2_INVALID_SESSION' } as never)).toEqual({
     deliveryId: 'd1',
     kind: 'transient',
-    reason: 'ConnectionError: ERR_HTTP2_INVALID_SESSION',
+    reason: 'provider connection lost',
   });
+});
+
+test('a network failure is said in words, never with the address it failed on', () => {
+  const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.3.7:443'), { code: 'ECONNREFUSED' });
+  expect(failureOutcome('d1', { device: 'x', error: refused } as never)).toEqual({ deliveryId: 'd1', kind: 'transient', reason: 'provider unreachable' });
+  const timeout = new Error('apn write timeout');
+  expect(failureOutcome('d2', { device: 'x', error: timeout } as never)).toEqual({ deliveryId: 'd2', kind: 'transient', reason: 'provider timeout' });
+  const fcmRefused = Object.assign(new Error('Error while making request: connect ECONNREFUSED 10.0.3.7:443.'), {
+    code: 'app/network-error',
+    cause: { code: 'ECONNREFUSED' },
+  });
+  expect(fcmOutcome('d3', fcmRefused)).toEqual({ deliveryId: 'd3', kind: 'transient', reason: 'provider unreachable' });
+  for (const error of [refused, timeout, fcmRefused]) {
+    expect(JSON.stringify([failureOutcome('x', { device: 'x', error } as never), fcmOutcome('x', error)])).not.toMatch(/\d+\.\d+\.\d+\.\d+|:443/);
+  }
 });
