@@ -534,6 +534,14 @@ export type Limit = number;
  */
 export type Cursor = string;
 
+/**
+ * The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+ * base64url characters naming a position in the list; the page holds the deliveries after
+ * it (oldest first), so `AAAAAAAAAAAAAAAAAAAAAA` is the position before every delivery.
+ *
+ */
+export type DeliveriesCursor = string;
+
 export type DeleteInstallationData = {
     body?: never;
     path: {
@@ -958,7 +966,8 @@ export type ListDeliveriesData = {
         limit?: number;
         /**
          * The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
-         * base64url characters naming a position in the list; the page holds what comes after it.
+         * base64url characters naming a position in the list; the page holds the deliveries after
+         * it (oldest first), so `AAAAAAAAAAAAAAAAAAAAAA` is the position before every delivery.
          *
          */
         cursor?: string;

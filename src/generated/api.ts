@@ -924,6 +924,13 @@ export interface components {
          * @example my5sGj9NTI6hsn1enwocOw
          */
         Cursor: string;
+        /**
+         * @description The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+         *     base64url characters naming a position in the list; the page holds the deliveries after
+         *     it (oldest first), so `AAAAAAAAAAAAAAAAAAAAAA` is the position before every delivery.
+         * @example AZAAAAAAcACAAAAAAAAAAA
+         */
+        DeliveriesCursor: string;
     };
     requestBodies: never;
     headers: {
@@ -1287,11 +1294,15 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 /**
                  * @description The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
-                 *     base64url characters naming a position in the list; the page holds what comes after it.
-                 * @example my5sGj9NTI6hsn1enwocOw
+                 *     base64url characters naming a position in the list; the page holds the deliveries after
+                 *     it (oldest first), so `AAAAAAAAAAAAAAAAAAAAAA` is the position before every delivery.
+                 * @example AZAAAAAAcACAAAAAAAAAAA
                  */
-                cursor?: components["parameters"]["Cursor"];
-                /** @description Only this user's installations. */
+                cursor?: components["parameters"]["DeliveriesCursor"];
+                /**
+                 * @description Only this user's installations.
+                 * @example user-4821
+                 */
                 user_id?: string;
                 /** @description Only deliveries in this state. */
                 state?: components["schemas"]["DeliveryState"];
@@ -1321,7 +1332,7 @@ export interface operations {
                      *         {
                      *           "id": "01a200d8-65cc-7098-8952-55f182919b55",
                      *           "installation_id": "iphone-7f3a",
-                     *           "user_id": "user-42",
+                     *           "user_id": "user-4821",
                      *           "platform": "ios",
                      *           "state": "failed",
                      *           "reason": "Unregistered",
