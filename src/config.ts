@@ -32,6 +32,9 @@ const schema = z.object({
   HERALD_QUEUE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default('pgboss'),
   // Deliver jobs one worker process runs at once.
   HERALD_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  // SIGTERM/SIGINT: how long in-flight batches may finish before they are handed to another worker.
+  // With the 3 s allowed for closing, below Docker's 10 s and Kubernetes' 30 s: Herald exits before it is killed.
+  HERALD_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(5),
   // Pushes per deliver job (one provider round trip set).
   HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
 });

@@ -9,12 +9,13 @@ import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
 import { migrate, openOrm, type Orm } from './db/orm.ts';
+import { watchDatabase } from './db/outage.ts';
 import { assertCredentialsReadable, credentialsKey } from './domain/credentials.ts';
 import { createSendLimiter } from './domain/rate-limits.ts';
 import { createProviderClients, type ProviderClients } from './fanout/clients.ts';
 import { startMaintenance } from './fanout/maintenance.ts';
 import { startBoss } from './fanout/queue.ts';
-import { startWorkers } from './fanout/worker.ts';
+import { startWorkers, type Workers } from './fanout/worker.ts';
 import { createApp } from './http/app.ts';
 import { loadDocument } from './http/document.ts';
 import type { Logger } from './logger.ts';
@@ -47,14 +48,13 @@ export function configuredEndpoints(config: Config): ProviderEndpoints {
 export type Database = { orm: Orm; url: string; close(): Promise<void> };
 
 /** Opens the configured database, or the embedded one when DATABASE_URL is unset, migrated. */
-export async function openDatabase(config: Config, logger: Logger, options: { ownEmbedded: boolean }): Promise<Database> {
+export async function openDatabase(config: Config, logger: Logger): Promise<Database> {
   const embedded = config.DATABASE_URL
     ? null
     : await startEmbeddedPostgres({
         dataDir: config.dataDir,
         port: config.HERALD_EMBEDDED_PG_PORT,
         logger,
-        own: options.ownEmbedded,
       });
   const url = config.DATABASE_URL ?? embedded!.url;
   try {
@@ -86,12 +86,15 @@ async function warmUp(server: Server, logger: Logger): Promise<void> {
   }
 }
 
+/** `released`: jobs still running when the grace period ended, handed back for another worker. */
+export type StopResult = { released: number };
+
 export type Service = {
   database: Database;
   boss: PgBoss;
   server: Server | null;
   credentialsKey: Buffer | null;
-  stop(): Promise<void>;
+  stop(graceMs: number): Promise<StopResult>;
 };
 
 export async function startService(
@@ -101,21 +104,29 @@ export async function startService(
   simulators?: ProviderEndpoints,
 ): Promise<Service> {
   const endpoints = simulators ?? configuredEndpoints(config);
-  const database = await openDatabase(config, logger, { ownEmbedded: true });
+  const database = await openDatabase(config, logger);
   const key = resolveCredentialsKey(config, { simulated: simulators !== undefined });
   // Only workers open credentials; an API process has no use for the key.
   if (roles.worker) await assertCredentialsReadable(database.orm.em.fork(), key);
-  const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA });
+  let workers: Workers | null = null;
+  const outage = watchDatabase({
+    probe: () => database.orm.em.fork().execute('select 1'),
+    logger,
+    onDown: () => workers?.pause(),
+    onUp: () => workers?.resume(),
+  });
+  const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA, outage });
   let clients: ProviderClients | null = null;
   if (roles.worker) {
     clients = createProviderClients({ key, endpoints, logger });
-    await startWorkers({
+    workers = await startWorkers({
       orm: database.orm,
       boss,
       clients,
       logger,
       concurrency: config.HERALD_WORKER_CONCURRENCY,
       batchSize: config.HERALD_DELIVER_BATCH_SIZE,
+      outage,
     });
     await startMaintenance(boss, database.orm, logger);
   }
@@ -141,13 +152,19 @@ export async function startService(
     logger.info({ address: server.address() }, 'API listening');
     await warmUp(server, logger);
   }
-  const stop = async () => {
-    if (server) await new Promise<void>((resolve) => server!.close(() => resolve()));
-    // Graceful: in-flight batches finish (or are released to another worker) before we close.
-    await boss.stop({ graceful: true, timeout: 20_000 });
+  const stop = async (graceMs: number): Promise<StopResult> => {
+    outage.stop();
+    // No new connections; requests in progress finish (or are cut by the caller's deadline).
+    const closed = server ? new Promise<void>((resolve) => server!.close(() => resolve())) : Promise.resolve();
+    // In-flight batches have until the grace period ends; then pg-boss fails them, so that another
+    // worker retries them (their deliveries are still pending), and its pool closes.
+    await boss.stop({ graceful: true, timeout: graceMs });
+    const released = workers?.inFlight ?? 0;
+    await closed;
     await clients?.close();
     await limiterPool?.end();
     await database.close();
+    return { released };
   };
   return { database, boss, server, credentialsKey: key, stop };
 }

@@ -118,3 +118,69 @@ test('a worker stopped with SIGTERM finishes its batches and exits; the next one
   expect(pushes).toHaveLength(300);
   expect(new Set(pushes).size).toBe(300);
 }, 120_000);
+
+describe('bounded shutdown', () => {
+  const slowWorker = async () => {
+    const worker = await startHerald(['work'], { ...workerEnv, HERALD_SHUTDOWN_GRACE_SECONDS: '1' }, (line) => line.includes('workers started'));
+    workers.push(worker);
+    return worker;
+  };
+  const exitOf = (worker: HeraldProcess) =>
+    new Promise<{ code: number | null; at: number }>((resolve) => worker.child.once('exit', (code) => resolve({ code, at: Date.now() })));
+  // A push of the notification has reached the provider, which holds its answer back.
+  const inFlight = (prefix: string) => waitFor(async () => pushesTo(prefix).length, (pushed) => pushed > 0, 30_000);
+
+  afterEach(() => {
+    pipeline.apns.setLatency({ min: 20, max: 60 });
+    pipeline.fcm.setLatency({ min: 20, max: 60 });
+  });
+
+  test('SIGTERM with a batch slower than the grace period: exit 3 soon after it, and another worker delivers the batch', async () => {
+    const app = await pipeline.newApplication();
+    pipeline.apns.setLatency(20_000);
+    pipeline.fcm.setLatency(20_000);
+    const worker = await slowWorker();
+    const id = await bigNotification(app, 'grace', 10);
+    await inFlight('grace');
+    const exited = exitOf(worker);
+    const signalledAt = Date.now();
+    worker.child.kill('SIGTERM');
+    const { code, at } = await exited;
+    expect(code).toBe(3);
+    // Grace 1 s, then the pools close: well before the 20 s the provider would have taken.
+    expect(at - signalledAt).toBeLessThan(4000);
+    expect(worker.logs.some((line) => line.includes('unfinished jobs handed back'))).toBe(true);
+
+    pipeline.apns.setLatency(0);
+    pipeline.fcm.setLatency(0);
+    await startWorker();
+    const notification = await app.settled(id, 60_000);
+    expect(notification.statistics).toMatchObject({ installations: 20, accepted: 20, failed: 0 });
+    expect(await counts(id)).toEqual({ total: 20, pending: 0, accepted: 20 });
+  }, 90_000);
+
+  test('a second SIGTERM exits at once (143), and the batch is still delivered by another worker', async () => {
+    const app = await pipeline.newApplication();
+    pipeline.apns.setLatency(20_000);
+    pipeline.fcm.setLatency(20_000);
+    const worker = await startHerald(['work'], { ...workerEnv, HERALD_SHUTDOWN_GRACE_SECONDS: '30' }, (line) => line.includes('workers started'));
+    workers.push(worker);
+    const id = await bigNotification(app, 'twice', 5);
+    await inFlight('twice');
+    const exited = exitOf(worker);
+    worker.child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const secondAt = Date.now();
+    worker.child.kill('SIGTERM');
+    const { code, at } = await exited;
+    expect(code).toBe(143);
+    expect(at - secondAt).toBeLessThan(1000);
+
+    pipeline.apns.setLatency(0);
+    pipeline.fcm.setLatency(0);
+    await startWorker();
+    // The killed worker's job comes back once its heartbeat (10 s) lapses.
+    const notification = await app.settled(id, 60_000);
+    expect(notification.statistics).toMatchObject({ installations: 10, accepted: 10, failed: 0 });
+  }, 90_000);
+});

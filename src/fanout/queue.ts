@@ -3,6 +3,7 @@
 // once instead of at its next poll.
 import { fromKysely, PgBoss, type Queue } from 'pg-boss';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { OutageWatch } from '../db/outage.ts';
 import type { Logger } from '../logger.ts';
 
 export const queues = {
@@ -18,7 +19,7 @@ export const defaultQueueSchema = 'pgboss';
 export async function startBoss(
   connectionString: string,
   logger: Logger,
-  options: { worker: boolean; schema?: string },
+  options: { worker: boolean; schema?: string; outage?: OutageWatch },
 ): Promise<PgBoss> {
   const boss = new PgBoss({
     connectionString,
@@ -32,8 +33,10 @@ export async function startBoss(
     superviseIntervalSeconds: 2,
     monitorIntervalSeconds: 2,
   });
-  // An unhandled 'error' event would exit the process.
-  boss.on('error', (error) => logger.error({ err: error }, 'job queue error'));
+  // An unhandled 'error' event would exit the process. During an outage every poll fails: one line.
+  boss.on('error', (error) => {
+    if (!options.outage?.report(error)) logger.error({ err: error }, 'job queue error');
+  });
   await boss.start();
   // createQueue leaves an existing queue as it was; updateQueue brings it to these options.
   const ensureQueue = async (name: string, options: Omit<Queue, 'name' | 'policy'>) => {

@@ -1,6 +1,7 @@
 // The worker role: consumes fanout and deliver jobs (and their dead letters) until stopped.
 import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
+import type { OutageWatch } from '../db/outage.ts';
 import type { Logger } from '../logger.ts';
 import type { ProviderClients } from './clients.ts';
 import { failDeliver, failFanout, runDeliver, runFanout, type DeliverJob, type JobContext } from './jobs.ts';
@@ -14,9 +15,21 @@ export type WorkerOptions = {
   /** Deliver jobs run at once by this process. */
   concurrency: number;
   batchSize: number;
+  /** Errors that mean "the database is down" go here instead of one log line per failed job. */
+  outage?: OutageWatch;
 };
 
-export async function startWorkers(options: WorkerOptions): Promise<void> {
+/** The registered workers: paused during a database outage (no claiming), resumed after it. */
+export type Workers = {
+  pause(): Promise<void>;
+  resume(): Promise<void>;
+  /** Fanout and deliver jobs whose handler is still running (at shutdown: handed back if > 0). */
+  readonly inFlight: number;
+};
+
+const workerQueues = [queues.fanout, queues.deliver, queues.fanoutFailed, queues.deliverFailed];
+
+export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const { orm, boss, logger } = options;
   const context: JobContext = { boss, clients: options.clients, logger, batchSize: options.batchSize };
   // The polling interval is only a backstop: NOTIFY wakes the workers when a job is inserted.
@@ -33,30 +46,55 @@ export async function startWorkers(options: WorkerOptions): Promise<void> {
   };
 
   // pg-boss records a handler's error on the job and retries it; the log says it happened.
+  let inFlight = 0;
   const logged = <T extends { notificationId: string }>(queue: string, run: (data: T) => Promise<void>) =>
     async ([job]: { id: string; data: T }[]) => {
+      inFlight += 1;
       try {
         await run(job.data);
       } catch (error) {
-        logger.error({ err: error, queue, jobId: job.id, notificationId: job.data.notificationId }, 'job failed; it will be retried');
+        if (!options.outage?.report(error)) {
+          logger.error({ err: error, queue, jobId: job.id, notificationId: job.data.notificationId }, 'job failed; it will be retried');
+        }
         throw error;
       } finally {
+        inFlight -= 1;
         fetchAgainAtOnce(queue);
       }
     };
-  await boss.work<FanoutJob>(queues.fanout, { ...polling, localConcurrency: 2 }, logged(queues.fanout, (data) => runFanout(orm.em, context, data)));
-  await boss.work<DeliverJob>(
-    queues.deliver,
-    { ...polling, localConcurrency: options.concurrency },
-    logged(queues.deliver, (data) => runDeliver(orm.em, context, data)),
-  );
-  await boss.work<FanoutJob>(queues.fanoutFailed, polling, async ([job]) => {
-    logger.error({ notificationId: job.data.notificationId }, 'fanout failed for good');
-    await failFanout(orm.em, job.data);
-  });
-  await boss.work<DeliverJob>(queues.deliverFailed, polling, async ([job]) => {
-    logger.error({ notificationId: job.data.notificationId, deliveries: job.data.deliveryIds.length }, 'delivery batch failed for good');
-    await failDeliver(orm.em, job.data);
-  });
+  const register = async () => {
+    await boss.work<FanoutJob>(queues.fanout, { ...polling, localConcurrency: 2 }, logged(queues.fanout, (data) => runFanout(orm.em, context, data)));
+    await boss.work<DeliverJob>(
+      queues.deliver,
+      { ...polling, localConcurrency: options.concurrency },
+      logged(queues.deliver, (data) => runDeliver(orm.em, context, data)),
+    );
+    await boss.work<FanoutJob>(queues.fanoutFailed, polling, async ([job]) => {
+      logger.error({ notificationId: job.data.notificationId }, 'fanout failed for good');
+      await failFanout(orm.em, job.data);
+    });
+    await boss.work<DeliverJob>(queues.deliverFailed, polling, async ([job]) => {
+      logger.error({ notificationId: job.data.notificationId, deliveries: job.data.deliveryIds.length }, 'delivery batch failed for good');
+      await failDeliver(orm.em, job.data);
+    });
+  };
+  await register();
   logger.info({ concurrency: options.concurrency, batchSize: options.batchSize }, 'workers started');
+  let paused = false;
+  return {
+    async pause() {
+      if (paused) return;
+      paused = true;
+      // Jobs in flight finish or fail on their own; their heartbeat lapses and another attempt follows.
+      await Promise.all(workerQueues.map((queue) => boss.offWork(queue, { wait: false })));
+    },
+    async resume() {
+      if (!paused) return;
+      paused = false;
+      await register();
+    },
+    get inFlight() {
+      return inFlight;
+    },
+  };
 }

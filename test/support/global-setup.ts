@@ -41,7 +41,7 @@ export default async function globalSetup(): Promise<void> {
     // Postgres runs as its own OS user when we are root: it must be able to enter the folder.
     chmodSync(dataDir, 0o755);
     const port = 20000 + Math.floor(Math.random() * 20000);
-    const embedded = await startEmbeddedPostgres({ dataDir, port, logger, own: true });
+    const embedded = await startEmbeddedPostgres({ dataDir, port, logger });
     database = {
       url: embedded.url,
       drop: async () => {

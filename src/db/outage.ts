@@ -1,0 +1,70 @@
+// A database outage as workers live it: one log line when it starts, one when it ends, and in
+// between no claiming and no retry storm, only a probe with a backoff.
+import type { Logger } from '../logger.ts';
+import { isDatabaseUnavailable } from './unavailable.ts';
+
+export type OutageWatch = {
+  /** True when `error` means the database is unreachable (the watch then handles it; do not log it). */
+  report(error: unknown): boolean;
+  readonly down: boolean;
+  stop(): void;
+};
+
+export function watchDatabase(options: {
+  probe: () => Promise<unknown>;
+  logger: Logger;
+  /** Called once when an outage starts (workers stop claiming). */
+  onDown?: () => Promise<void> | void;
+  /** Called once when the database answers again (workers claim again). */
+  onUp?: () => Promise<void> | void;
+  firstProbeMs?: number;
+  maxProbeMs?: number;
+}): OutageWatch {
+  const { logger } = options;
+  const firstProbeMs = options.firstProbeMs ?? 250;
+  // The API answers 503 until it sees the database again; workers should be back as fast: ≤ 2 s.
+  const maxProbeMs = options.maxProbeMs ?? 2000;
+  let down = false;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+
+  const probeLater = (since: number, waitMs: number) => {
+    timer = setTimeout(async () => {
+      if (stopped) return;
+      try {
+        await options.probe();
+      } catch {
+        probeLater(since, Math.min(waitMs * 2, maxProbeMs));
+        return;
+      }
+      down = false;
+      logger.info({ outageSeconds: Math.round((Date.now() - since) / 100) / 10 }, 'database reachable again: workers resumed');
+      try {
+        await options.onUp?.();
+      } catch (error) {
+        logger.error({ err: error }, 'resuming after the database outage failed');
+      }
+    }, waitMs);
+    timer.unref();
+  };
+
+  return {
+    report(error) {
+      if (!isDatabaseUnavailable(error)) return false;
+      if (down || stopped) return true;
+      down = true;
+      const message = error instanceof Error ? error.message : String(error);
+      logger.warn({ cause: message }, 'database unreachable: workers paused until it answers again');
+      void Promise.resolve(options.onDown?.()).catch((failure) => logger.error({ err: failure }, 'pausing the workers failed'));
+      probeLater(Date.now(), firstProbeMs);
+      return true;
+    },
+    get down() {
+      return down;
+    },
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,91 @@
+// Several Herald processes on one embedded Postgres (the README's "run as many as you like"): only
+// the process that started the cluster stops it, whichever order they stop in; a process whose
+// database went away serves 503, logs the outage once, and recovers by itself when it is back.
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startHerald, type HeraldProcess } from './support/processes.ts';
+
+const dataDir = mkdtempSync(path.join(tmpdir(), 'herald-embedded-'));
+// Postgres runs as its own OS user when we are root: it must be able to enter the folder.
+chmodSync(dataDir, 0o755);
+const env = {
+  DATABASE_URL: '',
+  HERALD_DATA_DIR: dataDir,
+  HERALD_EMBEDDED_PG_PORT: String(20_000 + Math.floor(Math.random() * 20_000)),
+  HERALD_SHUTDOWN_GRACE_SECONDS: '1',
+};
+const started: HeraldProcess[] = [];
+
+const serve = async () => {
+  const herald = await startHerald(['serve'], env);
+  started.push(herald);
+  return herald;
+};
+const work = async () => {
+  const herald = await startHerald(['work'], env, (line) => line.includes('workers started'));
+  started.push(herald);
+  return herald;
+};
+const readyz = async (herald: HeraldProcess) => {
+  try {
+    return (await fetch(`http://127.0.0.1:${herald.port}/readyz`)).status;
+  } catch {
+    return 0;
+  }
+};
+const stop = async (herald: HeraldProcess) => {
+  const code = new Promise<number | null>((resolve) => herald.child.once('exit', (exitCode) => resolve(exitCode)));
+  await herald.stop('SIGTERM');
+  return code;
+};
+async function eventually(probe: () => Promise<boolean>, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  while (!(await probe())) {
+    if (Date.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return Date.now() - started;
+}
+
+afterAll(async () => {
+  await Promise.all(started.map((herald) => herald.stop('SIGKILL')));
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('a process that attached to the running Postgres leaves it running when it stops', async () => {
+  const starter = await serve();
+  expect(starter.logs.some((line) => line.includes('embedded Postgres started'))).toBe(true);
+  const attached = await serve();
+  expect(attached.logs.some((line) => line.includes('using the embedded Postgres already running'))).toBe(true);
+  const worker = await work();
+
+  expect(await stop(attached)).toBe(0);
+  expect(await stop(worker)).toBe(0);
+  expect(await readyz(starter)).toBe(200);
+  expect(await stop(starter)).toBe(0);
+}, 120_000);
+
+test('when the starter stops first, the others answer 503, log the outage once, and recover when a new starter brings it back', async () => {
+  const starter = await serve();
+  const attached = await serve();
+  const worker = await work();
+  expect(await readyz(attached)).toBe(200);
+
+  expect(await stop(starter)).toBe(0);
+  await eventually(async () => (await readyz(attached)) === 503, 10_000);
+  await eventually(async () => worker.logs.some((line) => line.includes('database unreachable')), 10_000);
+  // Several seconds of outage: the worker still logs it once, not once per poll.
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+
+  const again = await serve();
+  const recoveredInMs = await eventually(async () => (await readyz(attached)) === 200, 10_000);
+  expect(recoveredInMs).toBeLessThan(5000);
+  await eventually(async () => worker.logs.some((line) => line.includes('database reachable again')), 5000);
+  expect(worker.logs.filter((line) => line.includes('database unreachable'))).toHaveLength(1);
+  expect(worker.logs.filter((line) => /"level":50/.test(line))).toEqual([]);
+
+  expect(await stop(worker)).toBe(0);
+  expect(await stop(attached)).toBe(0);
+  expect(await stop(again)).toBe(0);
+}, 120_000);
