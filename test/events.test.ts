@@ -432,7 +432,7 @@ describe('events only where a push was made', () => {
   test.each([
     ['pending', null],
     ['accepted', null],
-    ['failed', 'attempts_exhausted'],
+    ['failed', 'provider timeout'],
   ] as const)('an event on a delivery in state %s is still 201 and counted', async (state, reason) => {
     const f = await fixture(application, token, { state, reason });
     for (const type of ['received', 'opened']) {

@@ -247,6 +247,21 @@ describe('provider errors', () => {
     expect(attempts[1].at - firstAttempt).toBeGreaterThanOrEqual(1000);
   });
 
+  test('retries follow the time to live, not an attempt count: a push on its 50th attempt is still made', async () => {
+    pipeline.fcm.setRules([{ prefix: 'patient-', reason: 'UNAVAILABLE', retryAfter: 1 }]);
+    const app = await pipeline.newApplication();
+    await app.register('patient', android('patient-1', 'pat'));
+    const id = await app.send({ recipients: { user_ids: ['pat'] }, notification: { title: 'Hi' } });
+    const deadline = Date.now() + 10_000;
+    while (fcmTo('patient-1').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    // As if a long outage had already taken 49 attempts: with no ttl, the 24 h horizon still holds.
+    await pipeline.harness.orm.em.fork().execute(`update deliveries set attempts = 49 where notification_id = ? and state = 'pending'`, [id]);
+    pipeline.fcm.setRules([]);
+    expect((await app.settled(id)).status).toBe('completed');
+    const [delivery] = await app.deliveries(id);
+    expect([delivery.state, delivery.attempts]).toEqual(['accepted', 50]);
+  });
+
   test('FCM QUOTA_EXCEEDED is retried like any transient error', async () => {
     pipeline.fcm.setRules([{ prefix: 'quota-', reason: 'QUOTA_EXCEEDED', retryAfter: 1 }]);
     const app = await pipeline.newApplication();

@@ -387,7 +387,7 @@ export type NotificationPage = {
 
 /**
  * `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
- * (the provider's, or `expired`, `provider_credentials`, `attempts_exhausted`...);
+ * (the provider's, or `expired`, `provider_credentials`, `provider unreachable`...);
  * `skipped` with a reason (`permission_denied`, `permission_not_determined`,
  * `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`).
  *

@@ -57,8 +57,12 @@ export function classify(
   return classified;
 }
 
-/** Pushes that have not been sent after this many attempts fail with their last reason. */
-export const maxAttempts = 6;
+/**
+ * How long a push without a ttl keeps being retried. Retries follow the notification's time to
+ * live, not an attempt count: a provider outage of minutes must not fail pushes that were
+ * meant to arrive whenever they can. 24 h: what a "this happened today" push is worth.
+ */
+export const defaultRetryHorizonSeconds = 24 * 3600;
 const maxDelaySeconds = 300;
 
 /** Exponential backoff (1, 2, 4 … 300 s, ±20 % jitter), never sooner than the provider asked. */
@@ -80,8 +84,9 @@ export function expiresAt(notification: Pick<Notification, 'options' | 'createdA
 }
 
 /**
- * Whether an attempt may still be made. A ttl of 0 means "now or never": one attempt, no retry.
- * `atSeconds` lets a retry be judged at the time it would run.
+ * Whether an attempt may still be made: until created_at + ttl (the default horizon without a
+ * ttl). A ttl of 0 means "now or never": one attempt, no retry. `at` lets a retry be judged at
+ * the time it would run.
  */
 export function mayAttempt(
   notification: Pick<Notification, 'options' | 'createdAt'>,
@@ -89,9 +94,8 @@ export function mayAttempt(
   at: Date = new Date(),
 ): boolean {
   const ttl = ttlSeconds(notification);
-  if (ttl === undefined) return true;
   if (ttl === 0) return attempt <= 1;
-  return at.getTime() <= notification.createdAt.getTime() + ttl * 1000;
+  return at.getTime() <= notification.createdAt.getTime() + (ttl ?? defaultRetryHorizonSeconds) * 1000;
 }
 
 export type FinalStatus = 'completed' | 'partial' | 'failed';

@@ -12,7 +12,6 @@ import {
   finalStatus,
   isDataOnly,
   mayAttempt,
-  maxAttempts,
   retryDelaySeconds,
 } from '../domain/fanout.ts';
 import { pushContent } from '../domain/notifications.ts';
@@ -143,8 +142,7 @@ function settle(notification: Notification, sent: ClaimedDelivery[], outcomes: P
       case 'transient': {
         const delay = retryDelaySeconds(delivery.attempts, outcome.retryAfterSeconds);
         const retryAt = new Date(Date.now() + delay * 1000);
-        if (delivery.attempts >= maxAttempts) fail(outcome.deliveryId, outcome.reason);
-        else if (!mayAttempt(notification, delivery.attempts + 1, retryAt)) fail(outcome.deliveryId, 'expired');
+        if (!mayAttempt(notification, delivery.attempts + 1, retryAt)) fail(outcome.deliveryId, 'expired');
         else {
           attempt.retry.push(outcome.deliveryId);
           attempt.retryAfter = Math.max(attempt.retryAfter, delay);
@@ -177,7 +175,6 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
   for (const delivery of claimed) {
     if (!delivery.installationId || !delivery.token) skip(delivery.deliveryId, 'installation_deleted');
     else if (delivery.installationStatus !== 'active') skip(delivery.deliveryId, 'installation_invalid');
-    else if (delivery.attempts > maxAttempts) fail(delivery.deliveryId, 'attempts_exhausted');
     else if (!mayAttempt(notification, delivery.attempts)) fail(delivery.deliveryId, 'expired');
     else sendable.push(delivery);
   }

@@ -58,9 +58,17 @@ describe('time to live', () => {
   const createdAt = new Date('2026-01-01T00:00:00Z');
   const at = (seconds: number) => new Date(createdAt.getTime() + seconds * 1000);
 
-  test('no ttl: any attempt, any time', () => {
+  test('no ttl: the provider keeps its default, and retries go on for 24 hours, whatever the number of attempts', () => {
     expect(expiresAt({ options: {}, createdAt })).toBeNull();
-    expect(mayAttempt({ options: {}, createdAt }, 6, at(86_400 * 30))).toBe(true);
+    expect(mayAttempt({ options: {}, createdAt }, 40, at(60))).toBe(true);
+    expect(mayAttempt({ options: {}, createdAt }, 200, at(86_400))).toBe(true);
+    expect(mayAttempt({ options: {}, createdAt }, 2, at(86_401))).toBe(false);
+  });
+
+  test('a long ttl outlasts an outage: attempts are not counted, only time', () => {
+    const notification = { options: { ttl: 3600 }, createdAt };
+    expect(mayAttempt(notification, 30, at(3600))).toBe(true);
+    expect(mayAttempt(notification, 2, at(3601))).toBe(false);
   });
 
   test('the time queued counts: the window starts at created_at, not at the first attempt', () => {
