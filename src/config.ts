@@ -35,6 +35,9 @@ const schema = z.object({
   // SIGTERM/SIGINT: how long in-flight batches may finish before they are handed to another worker.
   // With the 3 s allowed for closing, below Docker's 10 s and Kubernetes' 30 s: Herald exits before it is killed.
   HERALD_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(5),
+  // A batch's provider send not answered by then is retried later with a fresh client; well below
+  // the deliver job's 120 s expiry, so a hung connection costs seconds, not the job.
+  HERALD_PROVIDER_DEADLINE_SECONDS: z.coerce.number().min(1).max(100).default(30),
   // Pushes per deliver job (one provider round trip set).
   HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
 });

@@ -126,6 +126,7 @@ export async function startService(
       logger,
       concurrency: config.HERALD_WORKER_CONCURRENCY,
       batchSize: config.HERALD_DELIVER_BATCH_SIZE,
+      sendDeadlineSeconds: config.HERALD_PROVIDER_DEADLINE_SECONDS,
       outage,
     });
     await startMaintenance(boss, database.orm, logger);

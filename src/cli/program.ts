@@ -282,7 +282,9 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
         const settings = Object.entries(credential.settings).map(([name, value]) => `${name}=${value}`).join(' ');
         const health = credential.unhealthySince
           ? `UNHEALTHY since ${credential.unhealthySince.toISOString()}: ${credential.lastError}`
-          : 'healthy';
+          : credential.unreachableSince
+            ? `provider UNREACHABLE since ${credential.unreachableSince.toISOString()}`
+            : 'healthy';
         out(`${credential.provider}  ${settings}  updated ${credential.updatedAt.toISOString()}  ${health}`);
       }
     });

@@ -109,9 +109,16 @@ export async function markUnhealthy(em: EntityManager, credentialId: string, rea
   );
 }
 
+/** A push was accepted: whatever was wrong with the credential or the way to the provider is over. */
 export async function markHealthy(em: EntityManager, credentialId: string): Promise<void> {
   await em.execute(
-    'update provider_credentials set unhealthy_since = null, last_error = null where id = ? and unhealthy_since is not null',
+    `update provider_credentials set unhealthy_since = null, last_error = null, unreachable_since = null
+      where id = ? and (unhealthy_since is not null or unreachable_since is not null)`,
     [credentialId],
   );
+}
+
+/** A whole batch failed to reach the provider (refused, timed out, cut): `credentials show` says since when. */
+export async function markUnreachable(em: EntityManager, credentialId: string): Promise<void> {
+  await em.execute('update provider_credentials set unreachable_since = now() where id = ? and unreachable_since is null', [credentialId]);
 }

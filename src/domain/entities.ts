@@ -197,6 +197,9 @@ export const ProviderCredentialSchema = defineEntity({
     // Set when the provider refused our credentials; cleared by the next accepted push.
     unhealthySince: p.datetime().nullable(),
     lastError: p.text().nullable(),
+    // Set while the provider cannot be reached (a network fault says nothing about the credential,
+    // so it never makes it unhealthy); cleared by the next accepted push.
+    unreachableSince: p.datetime().nullable(),
   },
 });
 export class ProviderCredential extends ProviderCredentialSchema.class {}

@@ -1,6 +1,7 @@
 // Long-lived provider clients, one per application credential: an APNs HTTP/2 session or a
-// firebase-admin app is opened once and reused by every batch, rebuilt only when the credential
-// changes. Never one connection per push.
+// firebase-admin app is opened once and reused by every batch, rebuilt when the credential
+// changes or when the client keeps failing to reach its provider (a wedged HTTP/2 session does
+// not heal by itself). Never one connection per push.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { openCredential, type Provider } from '../domain/credentials.ts';
 import { ProviderCredential } from '../domain/entities.ts';
@@ -12,10 +13,19 @@ import type { ProviderEndpoints, PushProvider } from '../providers/provider.ts';
 export type ProviderClient = { credentialId: string; provider: PushProvider };
 export type ProviderClients = {
   get(em: EntityManager, applicationId: string, provider: Provider): Promise<ProviderClient | null>;
+  /**
+   * After each batch: whether it reached the provider at all. A client that missed it
+   * `rebuildAfter` batches in a row, or whose send hung past its deadline (`broken`), is closed,
+   * and the next batch opens a fresh one.
+   */
+  report(client: ProviderClient, result: 'reached' | 'unreachable' | 'broken'): void;
   close(): Promise<void>;
 };
 
-type Cached = ProviderClient & { version: number };
+type Cached = ProviderClient & { version: number; unreachable: number };
+
+/** Batches in a row that could not reach the provider before its client is rebuilt. */
+const rebuildAfter = 3;
 
 export const providerOf = { ios: 'apns', android: 'fcm' } as const satisfies Record<string, Provider>;
 
@@ -46,10 +56,22 @@ export function createProviderClients(options: {
       const version = credential.updatedAt.getTime();
       if (cached && cached.credentialId === credential.id && cached.version === version) return cached;
       // No await between the lookup and the set: concurrent batches share one client.
-      const fresh = { credentialId: credential.id, version, provider: open(credential) };
+      const fresh = { credentialId: credential.id, version, provider: open(credential), unreachable: 0 };
       cache.set(cacheKey, fresh);
       await cached?.provider.close();
       return fresh;
+    },
+    report(client, result) {
+      const cached = [...cache.entries()].find(([, entry]) => entry === client);
+      if (!cached) return;
+      const [cacheKey, entry] = cached;
+      entry.unreachable = result === 'reached' ? 0 : entry.unreachable + 1;
+      if (result === 'broken' || entry.unreachable >= rebuildAfter) {
+        cache.delete(cacheKey);
+        options.logger.warn({ cacheKey, result, batches: entry.unreachable }, 'provider client rebuilt: it could not reach its provider');
+        // Batches still using it finish or fail on their own; close() is bounded by the adapters.
+        void entry.provider.close().catch(() => undefined);
+      }
     },
     async close() {
       const clients = [...cache.values()];

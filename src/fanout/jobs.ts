@@ -4,7 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
 import { v7 as uuidv7 } from 'uuid';
-import { markHealthy, markUnhealthy } from '../domain/credentials.ts';
+import { markHealthy, markUnhealthy, markUnreachable } from '../domain/credentials.ts';
 import { Notification, ProviderCredential } from '../domain/entities.ts';
 import {
   classify,
@@ -17,7 +17,8 @@ import {
 import { pushContent } from '../domain/notifications.ts';
 import { fitToPlatform } from '../domain/payloads.ts';
 import type { Logger } from '../logger.ts';
-import type { Push, PushOutcome } from '../providers/provider.ts';
+import type { Push, PushOutcome, PushProvider } from '../providers/provider.ts';
+import { networkReasons } from '../providers/support.ts';
 import { providerOf, type ProviderClients } from './clients.ts';
 import { queues, type FanoutJob } from './queue.ts';
 import {
@@ -47,7 +48,27 @@ export type JobContext = {
   logger: Logger;
   /** Pushes per deliver job: one provider round of sends. */
   batchSize: number;
+  /** A batch's provider send that has not answered by then is given up as `provider timeout`. */
+  sendDeadlineMs: number;
 };
+
+const unreachable = new Set<string>(networkReasons);
+
+/**
+ * The provider's answers, or, past the deadline, a timeout for every push (the client is then
+ * rebuilt). Without a deadline a hung connection would hold the batch until the job expires.
+ */
+async function sendWithDeadline(provider: PushProvider, pushes: Push[], deadlineMs: number): Promise<PushOutcome[] | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const sending = provider.send(pushes);
+  // Still settles after the deadline; nobody awaits it then.
+  sending.catch(() => undefined);
+  try {
+    return await Promise.race([sending, new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), deadlineMs)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 function chunk<T>(items: T[], size: number): T[][] {
   const chunks: T[][] = [];
@@ -196,12 +217,24 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
         expiresAt: expiry,
       }));
       let outcomes: PushOutcome[];
+      const failAll = (reason: string) => pushes.map((push): PushOutcome => ({ deliveryId: push.deliveryId, kind: 'transient', reason }));
       try {
-        outcomes = await client.provider.send(pushes);
+        const answered = await sendWithDeadline(client.provider, pushes, context.sendDeadlineMs);
+        if (answered === 'timeout') {
+          context.logger.warn({ notificationId: job.notificationId, pushes: pushes.length, deadlineMs: context.sendDeadlineMs }, 'provider send timed out');
+          context.clients.report(client, 'broken');
+          await markUnreachable(db, client.credentialId);
+          outcomes = failAll('provider timeout');
+        } else {
+          outcomes = answered;
+          const reached = outcomes.length === 0 || !outcomes.every((o) => o.kind === 'transient' && unreachable.has(o.reason));
+          context.clients.report(client, reached ? 'reached' : 'unreachable');
+          if (!reached) await markUnreachable(db, client.credentialId);
+        }
       } catch (error) {
         // The adapters map provider errors to outcomes; anything thrown is retried like a 5xx.
         context.logger.error({ err: error, notificationId: job.notificationId }, 'provider send failed');
-        outcomes = pushes.map((push) => ({ deliveryId: push.deliveryId, kind: 'transient', reason: 'send_error' }));
+        outcomes = failAll('provider error');
       }
       attempt = settle(notification, sendable, outcomes);
       const refused = outcomes.find((outcome) => outcome.kind === 'credentials');

@@ -15,6 +15,7 @@ export type WorkerOptions = {
   /** Deliver jobs run at once by this process. */
   concurrency: number;
   batchSize: number;
+  sendDeadlineSeconds: number;
   /** Errors that mean "the database is down" go here instead of one log line per failed job. */
   outage?: OutageWatch;
 };
@@ -31,7 +32,13 @@ const workerQueues = [queues.fanout, queues.deliver, queues.fanoutFailed, queues
 
 export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const { orm, boss, logger } = options;
-  const context: JobContext = { boss, clients: options.clients, logger, batchSize: options.batchSize };
+  const context: JobContext = {
+    boss,
+    clients: options.clients,
+    logger,
+    batchSize: options.batchSize,
+    sendDeadlineMs: options.sendDeadlineSeconds * 1000,
+  };
   // The polling interval is only a backstop: NOTIFY wakes the workers when a job is inserted.
   const polling = { pollingIntervalSeconds: 0.5, notifyPollingIntervalSeconds: 2 };
 

@@ -52,7 +52,8 @@ export function parseRetryAfter(value: unknown, now = Date.now()): number | unde
  * (`connect ECONNREFUSED 10.0.3.7:443`): a delivery's reason is read by integrators, so it says what
  * happened, never where.
  */
-export type NetworkReason = 'provider unreachable' | 'provider timeout' | 'provider connection lost';
+export const networkReasons = ['provider unreachable', 'provider timeout', 'provider connection lost'] as const;
+export type NetworkReason = (typeof networkReasons)[number];
 
 const unreachableCodes = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
 const timeoutCodes = new Set(['ETIMEDOUT', 'ESOCKETTIMEDOUT', 'ECONNABORTED', 'UND_ERR_CONNECT_TIMEOUT']);

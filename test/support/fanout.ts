@@ -16,7 +16,7 @@ export type Pipeline = Awaited<ReturnType<typeof startPipeline>>;
 export type PipelineApplication = Awaited<ReturnType<Pipeline['newApplication']>>;
 
 /** `workers: false` leaves the jobs to worker processes a test starts itself. */
-export async function startPipeline(options: { batchSize?: number; workers?: boolean } = {}) {
+export async function startPipeline(options: { batchSize?: number; workers?: boolean; sendDeadlineSeconds?: number } = {}) {
   const queueSchema = `pgboss_${randomBytes(4).toString('hex')}`;
   const harness: Harness = await startHarness({ queueSchema });
   const apns = await apnsSimulator();
@@ -26,7 +26,15 @@ export async function startPipeline(options: { batchSize?: number; workers?: boo
   const workerBoss: PgBoss = await startBoss(harness.url, silentLogger, { worker: true, schema: queueSchema });
   const clients: ProviderClients = createProviderClients({ key: credentialsKey, endpoints, logger: silentLogger });
   if (options.workers !== false) {
-    await startWorkers({ orm: harness.orm, boss: workerBoss, clients, logger: silentLogger, concurrency: 4, batchSize: options.batchSize ?? 50 });
+    await startWorkers({
+      orm: harness.orm,
+      boss: workerBoss,
+      clients,
+      logger: silentLogger,
+      concurrency: 4,
+      batchSize: options.batchSize ?? 50,
+      sendDeadlineSeconds: options.sendDeadlineSeconds ?? 30,
+    });
   }
 
   const pipeline = {

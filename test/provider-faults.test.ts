@@ -1,0 +1,50 @@
+// A provider that stops answering: the batch is given up at the send deadline (not at the job's
+// expiry), its pushes retried with a fresh client, and the credential shows the provider
+// unreachable meanwhile, without ever being called unhealthy (a network fault is not a bad key).
+import { ProviderCredential } from '../src/domain/entities.ts';
+import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
+
+let pipeline: Pipeline;
+
+beforeAll(async () => {
+  pipeline = await startPipeline({ sendDeadlineSeconds: 1 });
+});
+afterAll(async () => {
+  await pipeline.close();
+});
+
+const credentialOf = async (applicationId: string) =>
+  pipeline.harness.orm.em.fork().findOneOrFail(ProviderCredential, { applicationId, provider: 'apns' }, { disableIdentityMap: true });
+
+test('a hung provider: the batch gives up after the deadline, the push is retried on a new connection and delivered once the provider answers', async () => {
+  const app = await pipeline.newApplication();
+  await app.register('hung', ios('hung-1', 'hank'));
+  pipeline.apns.setLatency(60_000);
+  const sessionsBefore = pipeline.apns.counters.sessions;
+  const sentAt = Date.now();
+  const id = await app.send({ recipients: { user_ids: ['hank'] }, notification: { title: 'Hi' } });
+
+  // The first attempt is given up after ~1 s, not after the 120 s job expiry.
+  const deadline = Date.now() + 10_000;
+  let credential = await credentialOf(app.id);
+  while (!credential.unreachableSince && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    credential = await credentialOf(app.id);
+  }
+  expect(credential.unreachableSince).not.toBeNull();
+  expect(Date.now() - sentAt).toBeLessThan(5000);
+  expect(credential.unhealthySince).toBeNull();
+  const [pending] = await app.deliveries(id);
+  expect(pending.state).toBe('pending');
+
+  pipeline.apns.setLatency(0);
+  const notification = await app.settled(id, 30_000);
+  expect(notification.status).toBe('completed');
+  const [delivery] = await app.deliveries(id);
+  expect(delivery.state).toBe('accepted');
+  expect(delivery.attempts).toBeGreaterThanOrEqual(2);
+  // The client that hung was closed; the retry opened a new HTTP/2 session.
+  expect(pipeline.apns.counters.sessions).toBeGreaterThan(sessionsBefore + 1);
+  const healed = await credentialOf(app.id);
+  expect([healed.unreachableSince, healed.unhealthySince]).toEqual([null, null]);
+}, 60_000);
