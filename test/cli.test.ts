@@ -63,6 +63,13 @@ test('an unknown application is a clear error, not a stack trace', async () => {
   ).rejects.toMatchObject({ code: 1, stderr: 'herald: No application 00000000-0000-7000-8000-000000000000.\n' });
 });
 
+test('an empty HERALD_CREDENTIALS_KEY stops every command at start, with the form it expects', async () => {
+  await expect(heraldWith({ HERALD_CREDENTIALS_KEY: '' }, 'apps', 'list')).rejects.toMatchObject({
+    code: 2,
+    stderr: expect.stringContaining('HERALD_CREDENTIALS_KEY: set but empty; unset it, or set it to 32 random bytes in base64'),
+  });
+});
+
 test('--help lists the commands', async () => {
   const help = await herald('--help');
   for (const command of ['start', 'serve', 'work', 'migrate', 'apps', 'tokens']) expect(help).toContain(command);
