@@ -9,7 +9,7 @@ import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
 import { migrate, openOrm, type Orm } from './db/orm.ts';
-import { assertCredentialsReadable, credentialsKey } from './domain/credentials.ts';
+import { assertCredentialsReadable, credentialsKey, upgradeSealedCredentials } from './domain/credentials.ts';
 import { createSendLimiter } from './domain/rate-limits.ts';
 import { createProviderClients, type ProviderClients } from './fanout/clients.ts';
 import { startMaintenance } from './fanout/maintenance.ts';
@@ -105,6 +105,7 @@ export async function startService(
   const key = resolveCredentialsKey(config, { simulated: simulators !== undefined });
   // Only workers open credentials; an API process has no use for the key.
   if (roles.worker) await assertCredentialsReadable(database.orm.em.fork(), key);
+  if (roles.worker) await upgradeSealedCredentials(database.orm.em.fork(), key, logger);
   const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA });
   let clients: ProviderClients | null = null;
   if (roles.worker) {
