@@ -173,6 +173,35 @@ export async function upgradeSealedCredentials(em: EntityManager, key: Buffer | 
   });
 }
 
+/**
+ * `herald credentials rotate-key`: re-seals every stored credential under a new key, in one
+ * transaction, and returns how many. If any does not open with the current key, nothing changes.
+ */
+export async function rotateCredentialsKey(em: EntityManager, currentKey: Buffer, newKey: Buffer): Promise<number> {
+  if (currentKey.equals(newKey)) throw new Error('The new key is HERALD_CREDENTIALS_KEY itself: nothing to rotate.');
+  return em.fork().transactional(async (tx) => {
+    await tx.execute(lockForReseal);
+    const rows = await tx.execute<SealedRow[]>(`${sealedRows} order by application_id, provider`);
+    const resealed: { id: string; secret: string }[] = [];
+    const unreadable: string[] = [];
+    for (const row of rows) {
+      try {
+        resealed.push(reseal(row, currentKey, newKey));
+      } catch {
+        unreadable.push(`${row.provider} of application ${row.application_id}`);
+      }
+    }
+    if (unreadable.length > 0) {
+      throw new Error(
+        `${unreadable.length} of ${rows.length} stored credential(s) do not open with HERALD_CREDENTIALS_KEY (${unreadable.join(', ')}): ` +
+          'nothing was re-encrypted. Set HERALD_CREDENTIALS_KEY to the key they were stored with, or store those credentials again.',
+      );
+    }
+    await writeSecrets(tx, resealed);
+    return resealed.length;
+  });
+}
+
 /** A provider refused our credentials: its deliveries fail, and `credentials show` says why. */
 export async function markUnhealthy(em: EntityManager, credentialId: string, reason: string): Promise<void> {
   await em.execute(
