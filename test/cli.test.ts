@@ -2,6 +2,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import request from 'supertest';
+import { createToken } from '../src/domain/applications.ts';
 import { databaseUrl, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
@@ -31,6 +32,7 @@ test('an operator creates an application and a token, uses it, and revokes it', 
   const tokenId = /Created token (\S+)/.exec(tokenOutput)?.[1];
   const token = /^(hrld_\S+)$/m.exec(tokenOutput)?.[1];
   expect(token).toBeDefined();
+  await createToken(harness.orm.em.fork(), { applicationId: appId!, name: 'spare', abilities: ['events:write'] });
 
   const listed = await request(harness.app).get('/api/v1/notifications').set('Authorization', `Bearer ${token}`);
   expect(listed.status).toBe(200);
@@ -43,6 +45,11 @@ test('an operator creates an application and a token, uses it, and revokes it', 
   const tokens = await herald('tokens', 'list', '--app', appId!);
   expect(tokens).toContain(tokenId);
   expect(tokens).not.toContain(token!.split('_')[2]);
+  const [stored] = await harness.orm.em
+    .fork()
+    .execute<{ created_at: Date; last_used_at: Date }[]>('select created_at, last_used_at from api_tokens where id = ?', [tokenId]);
+  expect(tokens).toContain(`active  created ${new Date(stored.created_at).toISOString()}  last used ${new Date(stored.last_used_at).toISOString()}  backend`);
+  expect(tokens).toMatch(/active {2}created \S+Z {2}last used never {2}spare/);
 
   await herald('tokens', 'revoke', tokenId!);
   const revoked = await request(harness.app).get('/api/v1/notifications').set('Authorization', `Bearer ${token}`);

@@ -313,13 +313,17 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
     });
   tokens
     .command('list')
-    .description('list tokens (never their secrets)')
+    .description('list tokens (never their secrets), with when each was created and last used (to the minute)')
     .option('--app <id>', 'only this application')
     .action(async (options: { app?: string }) => {
       const list = await withDatabase(config, adminLogger, (em) => listTokens(em, options.app));
       for (const token of list) {
         const state = token.revokedAt ? `revoked ${token.revokedAt.toISOString()}` : 'active';
-        out(`${token.id}  app ${token.applicationId}  ${state}  ${token.name}  [${token.abilities.join(' ')}]`);
+        const lastUsed = token.lastUsedAt ? token.lastUsedAt.toISOString() : 'never';
+        out(
+          `${token.id}  app ${token.applicationId}  ${state}  created ${token.createdAt.toISOString()}  ` +
+            `last used ${lastUsed}  ${token.name}  [${token.abilities.join(' ')}]`,
+        );
       }
     });
   tokens
