@@ -1,6 +1,7 @@
 // The only reader of process.env: validated once, reported all together, frozen.
 import path from 'node:path';
 import { z } from 'zod';
+import { credentialsKeyForm, decodeCredentialsKey } from './domain/credentials-key.ts';
 
 const flag = z
   .enum(['true', 'false', '1', '0'])
@@ -19,7 +20,8 @@ const schema = z.object({
   // 32 random bytes, base64: encrypts provider credentials at rest (`openssl rand -base64 32`).
   HERALD_CREDENTIALS_KEY: z
     .string()
-    .refine((value) => Buffer.from(value, 'base64').length === 32, 'must be 32 bytes, base64-encoded')
+    .min(1, `set but empty; unset it, or set it to ${credentialsKeyForm}`)
+    .refine((value) => value === '' || decodeCredentialsKey(value) !== null, `must be ${credentialsKeyForm}`)
     .optional(),
   // Provider endpoints: unset means Apple's and Google's; the simulators set them.
   HERALD_APNS_ENDPOINT: z.url({ protocol: /^https$/ }).optional(),
@@ -45,8 +47,11 @@ const schema = z.object({
 export type Config = Readonly<z.infer<typeof schema>> & { readonly dataDir: string };
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  // An empty variable means unset, as in most shells' `VAR= command`.
-  const given = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== ''));
+  // An empty variable means unset, as in most shells' `VAR= command`; except the credentials key:
+  // set but empty is a secret that did not arrive (an unset CI or compose variable), not a choice.
+  const given = Object.fromEntries(
+    Object.entries(env).filter(([name, value]) => value !== '' || name === 'HERALD_CREDENTIALS_KEY'),
+  );
   const result = schema.safeParse(given);
   if (!result.success) {
     const problems = result.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);

@@ -10,7 +10,7 @@ import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
 import { migrate, openOrm, type Orm } from './db/orm.ts';
 import { watchDatabase } from './db/outage.ts';
-import { assertCredentialsReadable, credentialsKey } from './domain/credentials.ts';
+import { assertCredentialsReadable, credentialsKey, upgradeSealedCredentials } from './domain/credentials.ts';
 import { createSendLimiter } from './domain/rate-limits.ts';
 import { createProviderClients, type ProviderClients } from './fanout/clients.ts';
 import { startMaintenance } from './fanout/maintenance.ts';
@@ -108,6 +108,7 @@ export async function startService(
   const key = resolveCredentialsKey(config, { simulated: simulators !== undefined });
   // Only workers open credentials; an API process has no use for the key.
   if (roles.worker) await assertCredentialsReadable(database.orm.em.fork(), key);
+  if (roles.worker) await upgradeSealedCredentials(database.orm.em.fork(), key, logger);
   let workers: Workers | null = null;
   const outage = watchDatabase({
     probe: () => database.orm.em.fork().execute('select 1'),

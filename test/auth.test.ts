@@ -206,6 +206,43 @@ test('revoking one token leaves the application’s other tokens working', async
   expect([401, 403]).not.toContain((await call(get, `Bearer ${kept}`)).status);
 });
 
+test("a token's last use is written at most once a minute, not on every request", async () => {
+  const token = await application.token(['notifications:read']);
+  const id = await tokenId(token);
+  // Raw: the exact stored value, microseconds included.
+  const lastUsed = async () =>
+    (await harness.orm.em.fork().execute<{ last_used_at: string | null }[]>('select last_used_at::text from api_tokens where id = ?', [id]))[0]
+      .last_used_at;
+  const use = async () => expect((await request(harness.app).get('/api/v1/notifications').set('Authorization', `Bearer ${token}`)).status).toBe(200);
+
+  expect(await lastUsed()).toBeNull();
+  await use();
+  const first = await lastUsed();
+  expect(first).not.toBeNull();
+  await use();
+  await use();
+  expect(await lastUsed()).toBe(first);
+
+  // A minute later (backdated, not slept), the next request writes it again.
+  await harness.orm.em.fork().execute("update api_tokens set last_used_at = last_used_at - interval '61 seconds' where id = ?", [id]);
+  const backdated = await lastUsed();
+  await use();
+  const again = await lastUsed();
+  expect(new Date(again!).getTime()).toBeGreaterThan(new Date(backdated!).getTime() + 60_000);
+  expect(new Date(again!).getTime()).toBeGreaterThanOrEqual(new Date(first!).getTime());
+});
+
+test('requests that arrive together, each reading a stale last use, all succeed and set it', async () => {
+  const token = await application.token(['notifications:read']);
+  const id = await tokenId(token);
+  const statuses = await Promise.all(
+    Array.from({ length: 8 }, async () => (await request(harness.app).get('/api/v1/notifications').set('Authorization', `Bearer ${token}`)).status),
+  );
+  expect(statuses).toEqual(Array(8).fill(200));
+  const [row] = await harness.orm.em.fork().execute<{ last_used_at: Date | null }[]>('select last_used_at from api_tokens where id = ?', [id]);
+  expect(row.last_used_at).not.toBeNull();
+});
+
 test('tokens are stored hashed: neither the token nor its secret appears in any column', async () => {
   const fresh = await harness.newApplication('auth-hashing');
   const plaintexts = [await fresh.token(), await fresh.token(['events:write'])];

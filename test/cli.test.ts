@@ -2,6 +2,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import request from 'supertest';
+import { createToken } from '../src/domain/applications.ts';
 import { databaseUrl, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
@@ -31,6 +32,7 @@ test('an operator creates an application and a token, uses it, and revokes it', 
   const tokenId = /Created token (\S+)/.exec(tokenOutput)?.[1];
   const token = /^(hrld_\S+)$/m.exec(tokenOutput)?.[1];
   expect(token).toBeDefined();
+  await createToken(harness.orm.em.fork(), { applicationId: appId!, name: 'spare', abilities: ['events:write'] });
 
   const listed = await request(harness.app).get('/api/v1/notifications').set('Authorization', `Bearer ${token}`);
   expect(listed.status).toBe(200);
@@ -43,6 +45,11 @@ test('an operator creates an application and a token, uses it, and revokes it', 
   const tokens = await herald('tokens', 'list', '--app', appId!);
   expect(tokens).toContain(tokenId);
   expect(tokens).not.toContain(token!.split('_')[2]);
+  const [stored] = await harness.orm.em
+    .fork()
+    .execute<{ created_at: Date; last_used_at: Date }[]>('select created_at, last_used_at from api_tokens where id = ?', [tokenId]);
+  expect(tokens).toContain(`active  created ${new Date(stored.created_at).toISOString()}  last used ${new Date(stored.last_used_at).toISOString()}  backend`);
+  expect(tokens).toMatch(/active {2}created \S+Z {2}last used never {2}spare/);
 
   await herald('tokens', 'revoke', tokenId!);
   const revoked = await request(harness.app).get('/api/v1/notifications').set('Authorization', `Bearer ${token}`);
@@ -61,6 +68,13 @@ test('an unknown application is a clear error, not a stack trace', async () => {
   await expect(
     herald('tokens', 'create', '--app', '00000000-0000-7000-8000-000000000000', '--name', 'n'),
   ).rejects.toMatchObject({ code: 1, stderr: 'herald: No application 00000000-0000-7000-8000-000000000000.\n' });
+});
+
+test('an empty HERALD_CREDENTIALS_KEY stops every command at start, with the form it expects', async () => {
+  await expect(heraldWith({ HERALD_CREDENTIALS_KEY: '' }, 'apps', 'list')).rejects.toMatchObject({
+    code: 2,
+    stderr: expect.stringContaining('HERALD_CREDENTIALS_KEY: set but empty; unset it, or set it to 32 random bytes in base64'),
+  });
 });
 
 test('--help lists the commands', async () => {
@@ -102,6 +116,91 @@ test('credentials are set from files and shown without their secrets; a send lim
     .execute<{ send_quota: number; send_window_seconds: number }[]>('select send_quota, send_window_seconds from applications where id = ?', [appId]);
   expect(row).toEqual({ send_quota: 50, send_window_seconds: 10 });
 });
+
+test('rotate-key re-encrypts every credential under the new key, or changes nothing', async () => {
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const { randomBytes } = await import('node:crypto');
+  const pg = (await import('pg')).default;
+  const { migrate, openOrm } = await import('../src/db/orm.ts');
+  const { createApplication } = await import('../src/domain/applications.ts');
+  const { openCredential, setApnsCredentials, setFcmCredentials } = await import('../src/domain/credentials.ts');
+  const { ProviderCredential } = await import('../src/domain/entities.ts');
+  const { ecKeyPair, rsaKeyPair } = await import('./support/simulators.ts');
+
+  // Its own database: a rotation re-encrypts every credential stored, other test files' too.
+  const name = `herald_rotate_${process.pid}`;
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: new URL('/postgres', databaseUrl()).toString() });
+    await client.connect();
+    await client.query(sql).finally(() => client.end());
+  };
+  await admin(`create database ${name}`);
+  const url = new URL(`/${name}`, databaseUrl()).toString();
+  const dir = mkdtempSync(path.join(tmpdir(), 'herald-rotate-'));
+  const [keyA, keyB, keyC, keyD] = [0, 1, 2, 3].map(() => randomBytes(32));
+  const rotate = (currentKey: Buffer, ...args: string[]) =>
+    heraldWith({ DATABASE_URL: url, HERALD_CREDENTIALS_KEY: currentKey.toString('base64') }, 'credentials', 'rotate-key', ...args);
+  const keyFile = (name: string, text: string) => {
+    writeFileSync(path.join(dir, name), text);
+    return path.join(dir, name);
+  };
+
+  const orm = await openOrm(url, 2);
+  try {
+    await migrate(orm);
+    const secrets = async () =>
+      (await orm.em.fork().execute<{ secret: string }[]>('select secret from provider_credentials order by id')).map((row) => row.secret);
+    const opened = async (key: Buffer) =>
+      (await orm.em.fork().find(ProviderCredential, {}, { orderBy: { provider: 'asc' } })).map((row) => openCredential(row, key));
+    const application = await createApplication(orm.em.fork(), 'rotated');
+    const apns = { key: ecKeyPair().privateKey, keyId: 'K', teamId: 'T', bundleId: 'com.example.rotated', sandbox: false };
+    const fcm = { serviceAccount: { project_id: 'p', client_email: 'e@p.iam.gserviceaccount.com', private_key: rsaKeyPair().privateKey } };
+    await setApnsCredentials(orm.em.fork(), application.id, apns, keyA);
+    await setFcmCredentials(orm.em.fork(), application.id, fcm, keyA);
+    // Stored under another key: while it is there, no rotation happens at all.
+    const stray = await createApplication(orm.em.fork(), 'stray');
+    await setApnsCredentials(orm.em.fork(), stray.id, apns, keyC);
+    const before = await secrets();
+
+    for (const [file, text] of [
+      ['short.key', `${randomBytes(31).toString('base64')}\n`],
+      ['spaced.key', `  ${keyB.toString('base64')}\n`],
+    ]) {
+      await expect(rotate(keyA, '--new-key-file', keyFile(file, text))).rejects.toMatchObject({
+        code: 1,
+        stderr: 'herald: The new key must be 32 random bytes in base64, 44 characters ending in "=" (`openssl rand -base64 32`); nothing was re-encrypted.\n',
+      });
+    }
+    await expect(rotate(keyA, '--new-key-file', keyFile('b.key', `${keyB.toString('base64')}\n`))).rejects.toMatchObject({
+      code: 1,
+      stderr: `herald: 1 of 3 stored credential(s) do not open with HERALD_CREDENTIALS_KEY (apns of application ${stray.id}): nothing was re-encrypted. Set HERALD_CREDENTIALS_KEY to the key they were stored with, or store those credentials again.\n`,
+    });
+    await expect(rotate(keyA, '--new-key-file', keyFile('a.key', keyA.toString('base64')))).rejects.toMatchObject({
+      stderr: expect.stringContaining('The new key is HERALD_CREDENTIALS_KEY itself'),
+    });
+    expect(await secrets()).toEqual(before);
+
+    await orm.em.fork().nativeDelete(ProviderCredential, { applicationId: stray.id });
+    const rotated = await rotate(keyA, '--new-key-file', path.join(dir, 'b.key'));
+    expect(rotated).toContain('Re-encrypted 2 stored credential(s) with the new key.');
+    expect(rotated).toContain('set HERALD_CREDENTIALS_KEY to the new key');
+    expect(rotated).toContain('restart the workers');
+    expect(await opened(keyB)).toEqual([apns, fcm]);
+    await expect(opened(keyA)).rejects.toThrow(/HERALD_CREDENTIALS_KEY is not the key they were sealed with/);
+
+    const child = run(process.execPath, ['src/cli/main.ts', 'credentials', 'rotate-key', '--new-key-stdin'], {
+      env: { PATH: process.env.PATH, DATABASE_URL: url, LOG_LEVEL: 'warn', HERALD_CREDENTIALS_KEY: keyB.toString('base64') },
+    });
+    child.child.stdin!.end(`${keyD.toString('base64')}\n`);
+    expect((await child).stdout).toContain('Re-encrypted 2 stored credential(s)');
+    expect(await opened(keyD)).toEqual([apns, fcm]);
+  } finally {
+    await orm.close();
+    await admin(`drop database if exists ${name} with (force)`);
+  }
+}, 60_000);
 
 test('herald simulate runs both simulators, says where, and writes the CA to trust', async () => {
   const { mkdtempSync, readFileSync } = await import('node:fs');

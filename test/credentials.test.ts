@@ -1,7 +1,18 @@
 // Provider credentials at rest: encrypted, shown without secrets, and a worker refuses to start
 // without the key that opens them.
-import { randomBytes } from 'node:crypto';
-import { decryptSecret, encryptSecret, listCredentials, setApnsCredentials, setFcmCredentials } from '../src/domain/credentials.ts';
+import { createCipheriv, randomBytes } from 'node:crypto';
+import {
+  decryptSecret,
+  encryptSecret,
+  listCredentials,
+  openCredential,
+  setApnsCredentials,
+  setFcmCredentials,
+  upgradeSealedCredentials,
+  type Provider,
+} from '../src/domain/credentials.ts';
+import { ProviderCredential } from '../src/domain/entities.ts';
+import { createLogger } from '../src/logger.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 import { startHerald } from './support/processes.ts';
 import { ecKeyPair, rsaKeyPair } from './support/simulators.ts';
@@ -40,12 +51,92 @@ test('neither the .p8 key nor the service account private key is stored in clear
   ]);
 });
 
+const owner = { applicationId: '0192f6c1-0000-7000-8000-000000000001', provider: 'apns' } as const;
+
 test('a secret opens only with the key it was sealed with', () => {
   const key = randomBytes(32);
-  const sealed = encryptSecret('secret', key);
-  expect(decryptSecret(sealed, key)).toBe('secret');
-  expect(() => decryptSecret(sealed, randomBytes(32))).toThrow(/HERALD_CREDENTIALS_KEY/);
-  expect(encryptSecret('secret', key)).not.toBe(sealed);
+  const sealed = encryptSecret('secret', key, owner);
+  expect(sealed).toMatch(/^v2\./);
+  expect(decryptSecret(sealed, key, owner)).toBe('secret');
+  expect(() => decryptSecret(sealed, randomBytes(32), owner)).toThrow(/HERALD_CREDENTIALS_KEY is not the key they were sealed with/);
+  expect(encryptSecret('secret', key, owner)).not.toBe(sealed);
+});
+
+/** What the first release stored: AES-256-GCM without associated data. */
+function sealV1(plaintext: string, key: Buffer): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  const sealed = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+  return ['v1', iv.toString('base64'), cipher.getAuthTag().toString('base64'), sealed.toString('base64')].join('.');
+}
+
+const apnsCredentials = (bundleId = 'b') => ({ key: ecKeyPair().privateKey, keyId: 'K', teamId: 'T', bundleId, sandbox: false });
+const fcmCredentials = () => ({
+  serviceAccount: { project_id: 'p', client_email: 'e@p.iam.gserviceaccount.com', private_key: rsaKeyPair().privateKey },
+});
+
+async function storedRow<P extends Provider>(applicationId: string, provider: P) {
+  const row = await harness.orm.em.fork().findOneOrFail(ProviderCredential, { applicationId, provider }, { disableIdentityMap: true });
+  return row as ProviderCredential & { provider: P };
+}
+
+async function setSecret(id: string, secret: string) {
+  await harness.orm.em.fork().execute('update provider_credentials set secret = ? where id = ?', [secret, id]);
+}
+
+test("a sealed secret copied onto another application's or provider's row does not open there", async () => {
+  const key = randomBytes(32);
+  const first = await harness.newApplication();
+  const second = await harness.newApplication();
+  await setApnsCredentials(harness.orm.em.fork(), first.id, apnsCredentials('first'), key);
+  await setFcmCredentials(harness.orm.em.fork(), first.id, fcmCredentials(), key);
+  await setApnsCredentials(harness.orm.em.fork(), second.id, apnsCredentials('second'), key);
+  const firstApns = await storedRow(first.id, 'apns');
+  expect(openCredential(firstApns, key).bundleId).toBe('first');
+
+  await setSecret((await storedRow(second.id, 'apns')).id, firstApns.secret);
+  const otherApplication = await storedRow(second.id, 'apns');
+  expect(() => openCredential(otherApplication, key)).toThrow(
+    `Cannot open the apns credentials of application ${second.id}: HERALD_CREDENTIALS_KEY is not the key they were sealed with, or they were sealed for another application or provider.`,
+  );
+  await setSecret((await storedRow(first.id, 'fcm')).id, firstApns.secret);
+  const otherProvider = await storedRow(first.id, 'fcm');
+  expect(() => openCredential(otherProvider, key)).toThrow(
+    `Cannot open the fcm credentials of application ${first.id}: HERALD_CREDENTIALS_KEY is not the key they were sealed with, or they were sealed for another application or provider.`,
+  );
+});
+
+test("v1 credentials still open, and a worker's start re-seals them bound to their row, leaving any it cannot open", async () => {
+  const key = randomBytes(32);
+  const application = await harness.newApplication();
+  const stranger = await harness.newApplication();
+  const apns = apnsCredentials('legacy');
+  await setApnsCredentials(harness.orm.em.fork(), application.id, apns, key);
+  await setFcmCredentials(harness.orm.em.fork(), application.id, fcmCredentials(), key);
+  await setApnsCredentials(harness.orm.em.fork(), stranger.id, apnsCredentials(), key);
+  const before = await storedRow(application.id, 'apns');
+  await setSecret(before.id, sealV1(apns.key, key));
+  const fcm = await storedRow(application.id, 'fcm');
+  await setSecret(fcm.id, sealV1(JSON.stringify(fcmCredentials().serviceAccount), key));
+  // Sealed with some other key: it stays as it is, and does not keep the others from being upgraded.
+  const otherKeyRow = await storedRow(stranger.id, 'apns');
+  const otherKeySecret = sealV1(apns.key, randomBytes(32));
+  await setSecret(otherKeyRow.id, otherKeySecret);
+  expect(openCredential(await storedRow(application.id, 'apns'), key).key).toBe(apns.key);
+
+  const warnings: string[] = [];
+  const logger = createLogger('warn', { write: (line: string) => warnings.push(line) });
+  expect(await upgradeSealedCredentials(harness.orm.em.fork(), key, logger)).toBe(2);
+
+  const after = await storedRow(application.id, 'apns');
+  expect(after.secret).toMatch(/^v2\./);
+  expect(openCredential(after, key)).toEqual(apns);
+  expect((await storedRow(application.id, 'fcm')).secret).toMatch(/^v2\./);
+  // Re-sealing is not a change of credentials: running workers' clients stay valid.
+  expect(after.updatedAt).toEqual(before.updatedAt);
+  expect((await storedRow(stranger.id, 'apns')).secret).toBe(otherKeySecret);
+  expect(warnings.join('')).toContain(stranger.id);
+  expect(await upgradeSealedCredentials(harness.orm.em.fork(), key, logger)).toBe(0);
 });
 
 test('an APNs key that is not an EC key is refused when it is set, not at the first push', async () => {
@@ -66,4 +157,23 @@ test('a worker does not start when credentials are stored and HERALD_CREDENTIALS
   await expect(startHerald(['work'], {}, (line) => line.includes('workers started'))).rejects.toThrow(
     /provider credential\(s\) are stored but HERALD_CREDENTIALS_KEY is not set/,
   );
+});
+
+test('a worker started with the key re-seals v1 credentials before it takes jobs', async () => {
+  const key = randomBytes(32);
+  const application = await harness.newApplication();
+  const apns = apnsCredentials('worker');
+  await setApnsCredentials(harness.orm.em.fork(), application.id, apns, key);
+  const row = await storedRow(application.id, 'apns');
+  await setSecret(row.id, sealV1(apns.key, key));
+  const worker = await startHerald(
+    ['work'],
+    { HERALD_CREDENTIALS_KEY: key.toString('base64'), HERALD_QUEUE_SCHEMA: `pgboss_${randomBytes(4).toString('hex')}` },
+    (line) => line.includes('workers started'),
+  );
+  await worker.stop();
+  const after = await storedRow(application.id, 'apns');
+  expect(after.secret).toMatch(/^v2\./);
+  expect(openCredential(after, key)).toEqual(apns);
+  expect(worker.logs.join('\n')).toContain('provider credentials re-sealed, bound to their application and provider');
 });

@@ -13,7 +13,14 @@ import {
   listTokens,
   revokeToken,
 } from '../domain/applications.ts';
-import { listCredentials, setApnsCredentials, setFcmCredentials } from '../domain/credentials.ts';
+import {
+  credentialsKey,
+  listCredentials,
+  rotateCredentialsKey,
+  setApnsCredentials,
+  setFcmCredentials,
+} from '../domain/credentials.ts';
+import { credentialsKeyForm, decodeCredentialsKey } from '../domain/credentials-key.ts';
 import { setSendPolicy } from '../domain/rate-limits.ts';
 import { abilities, allAbilities, clientAbilities, isAbility } from '../domain/tokens.ts';
 import { createLogger, type Logger } from '../logger.ts';
@@ -42,6 +49,12 @@ function port(value: string): number {
   const parsed = Number(value);
   if (!Number.isInteger(parsed) || parsed < 0 || parsed > 65535) throw new InvalidArgumentError('not a port');
   return parsed;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 async function requireApplication(em: EntityManager, id: string): Promise<void> {
@@ -289,6 +302,30 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
       }
     });
 
+  credentials
+    .command('rotate-key')
+    .description('re-encrypt every stored credential under a new key, in one transaction (the current key is HERALD_CREDENTIALS_KEY)')
+    .option('--new-key-file <path>', 'a file holding the new key (`openssl rand -base64 32 > new.key`)')
+    .option('--new-key-stdin', 'read the new key from standard input')
+    .action(async (options: { newKeyFile?: string; newKeyStdin?: boolean }) => {
+      if (Boolean(options.newKeyFile) === Boolean(options.newKeyStdin)) {
+        throw new Error('Give the new key with either --new-key-file PATH or --new-key-stdin.');
+      }
+      // Not the zero-config key file: the operator names the key being replaced.
+      const currentKey = credentialsKey(config.HERALD_CREDENTIALS_KEY);
+      if (!currentKey) throw new Error('HERALD_CREDENTIALS_KEY is not set: set it to the key the credentials are stored with.');
+      const given = options.newKeyFile ? readFileSync(options.newKeyFile, 'utf8') : await readStdin();
+      // Only the line end that `openssl rand -base64 32 > file` or `echo` adds is forgiven.
+      const newKey = decodeCredentialsKey(given.replace(/\r?\n$/, ''));
+      if (!newKey) throw new Error(`The new key must be ${credentialsKeyForm}; nothing was re-encrypted.`);
+      const count = await withDatabase(config, adminLogger, (em) => rotateCredentialsKey(em, currentKey, newKey));
+      out(`Re-encrypted ${count} stored credential(s) with the new key.`);
+      out(
+        'Now set HERALD_CREDENTIALS_KEY to the new key wherever it is set (every worker, and this CLI) and restart the ' +
+          'workers: until they restart they cannot open any credential they have not opened already.',
+      );
+    });
+
   const tokens = program.command('tokens').description('manage API tokens');
   tokens
     .command('create')
@@ -311,13 +348,17 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
     });
   tokens
     .command('list')
-    .description('list tokens (never their secrets)')
+    .description('list tokens (never their secrets), with when each was created and last used (to the minute)')
     .option('--app <id>', 'only this application')
     .action(async (options: { app?: string }) => {
       const list = await withDatabase(config, adminLogger, (em) => listTokens(em, options.app));
       for (const token of list) {
         const state = token.revokedAt ? `revoked ${token.revokedAt.toISOString()}` : 'active';
-        out(`${token.id}  app ${token.applicationId}  ${state}  ${token.name}  [${token.abilities.join(' ')}]`);
+        const lastUsed = token.lastUsedAt ? token.lastUsedAt.toISOString() : 'never';
+        out(
+          `${token.id}  app ${token.applicationId}  ${state}  created ${token.createdAt.toISOString()}  ` +
+            `last used ${lastUsed}  ${token.name}  [${token.abilities.join(' ')}]`,
+        );
       }
     });
   tokens

@@ -4,7 +4,13 @@ import { ApiToken, Application } from './entities.ts';
 import { isUuid } from './ids.ts';
 import { generateToken, hashSecret, isAbility, parseToken, secretMatches } from './tokens.ts';
 
-export type Principal = { applicationId: string; tokenId: string; abilities: readonly string[] };
+export type Principal = {
+  applicationId: string;
+  tokenId: string;
+  abilities: readonly string[];
+  /** When the token was last used, as read with it: recordTokenUse writes only when it is a minute old. */
+  lastUsedAt: Date | null;
+};
 
 export async function createApplication(em: EntityManager, name: string): Promise<Application> {
   const application = em.create(Application, { name });
@@ -66,5 +72,21 @@ export async function authenticate(em: EntityManager, bearer: string): Promise<P
   const token = await em.findOne(ApiToken, { publicId: parts.publicId }, { disableIdentityMap: true });
   const matches = secretMatches(parts.secret, token?.secretHash ?? decoyHash);
   if (!token || !matches || token.revokedAt) return null;
-  return { applicationId: token.applicationId, tokenId: token.id, abilities: token.abilities };
+  return { applicationId: token.applicationId, tokenId: token.id, abilities: token.abilities, lastUsedAt: token.lastUsedAt ?? null };
+}
+
+const lastUseGranularityMs = 60_000;
+
+/**
+ * A token's last use is kept to the minute: a request writes it only when the value read with the
+ * token is a minute old, so a busy token costs one cheap update a minute, not one per request. The
+ * condition in SQL (on the database's clock) makes concurrent requests write it once between them.
+ */
+export async function recordTokenUse(em: EntityManager, principal: Principal, now = new Date()): Promise<void> {
+  if (principal.lastUsedAt && now.getTime() - principal.lastUsedAt.getTime() < lastUseGranularityMs) return;
+  await em.execute(
+    `update api_tokens set last_used_at = now()
+      where id = ? and (last_used_at is null or last_used_at < now() - interval '1 minute')`,
+    [principal.tokenId],
+  );
 }

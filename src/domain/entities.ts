@@ -47,6 +47,8 @@ export const ApiTokenSchema = defineEntity({
     abilities: p.array().columnType('text[]'),
     createdAt: now(),
     revokedAt: p.datetime().nullable(),
+    // To the minute: written by the first request of a minute, not by every request (applications.ts).
+    lastUsedAt: p.datetime().nullable(),
   },
 });
 export class ApiToken extends ApiTokenSchema.class {}

@@ -6,7 +6,7 @@
 // they live.
 import type { Request, RequestHandler } from 'express';
 import type { Orm } from '../db/orm.ts';
-import { authenticate, type Principal } from '../domain/applications.ts';
+import { authenticate, recordTokenUse, type Principal } from '../domain/applications.ts';
 import { forbidden, methodNotAllowed, notFound, unauthenticated } from '../domain/errors.ts';
 import { grants } from '../domain/tokens.ts';
 
@@ -60,8 +60,11 @@ export function authorize(orm: Orm, document: object): RequestHandler {
     const match = /^Bearer +(\S+) *$/i.exec(req.get('authorization') ?? '');
     if (!match) return next(unauthenticated());
     try {
-      const principal = await authenticate(orm.em.fork(), match[1]);
+      const em = orm.em.fork();
+      const principal = await authenticate(em, match[1]);
       if (!principal) return next(unauthenticated('invalid_token'));
+      // Bookkeeping: a failed write is logged, never the request's failure.
+      await recordTokenUse(em, principal).catch((error: unknown) => req.log.warn({ err: error }, "could not record the token's last use"));
       if (!grants(principal.abilities, operation.abilities)) return next(forbidden(operation.abilities));
       principals.set(req, principal);
       next();
