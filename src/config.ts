@@ -34,6 +34,9 @@ const schema = z.object({
   HERALD_QUEUE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default('pgboss'),
   // Deliver jobs one worker process runs at once.
   HERALD_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  // `herald work` only: a port answering GET /healthz (the process runs) and /readyz (its database
+  // answers), for container health checks. Unset: no port. (`serve` and `start` have the API's.)
+  HERALD_WORKER_HEALTH_PORT: z.coerce.number().int().min(1).max(65535).optional(),
   // SIGTERM/SIGINT: how long in-flight batches may finish before they are handed to another worker.
   // With the 3 s allowed for closing, below Docker's 10 s and Kubernetes' 30 s: Herald exits before it is killed.
   HERALD_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(5),

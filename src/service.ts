@@ -2,14 +2,14 @@
 // it plays (API, worker). Everything opened here is closed by the returned stop().
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import path from 'node:path';
 import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
 import { migrate, openOrm, type Orm } from './db/orm.ts';
-import { watchDatabase } from './db/outage.ts';
+import { watchDatabase, type OutageWatch } from './db/outage.ts';
 import { assertCredentialsReadable, credentialsKey, upgradeSealedCredentials } from './domain/credentials.ts';
 import { createSendLimiter } from './domain/rate-limits.ts';
 import { createProviderClients, type ProviderClients } from './fanout/clients.ts';
@@ -74,6 +74,27 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
   }
 }
 
+function listen(handler: RequestListener, port: number, host: string): Promise<Server> {
+  return new Promise<Server>((resolve, reject) => {
+    const server = createServer(handler);
+    server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
+  });
+}
+
+/** A worker's health for its container: alive, and ready while its database answers. */
+function workerHealth(outage: OutageWatch): RequestListener {
+  return (req, res) => {
+    const path = req.url?.split('?')[0];
+    const [status, body] =
+      req.method !== 'GET' ? [405, { status: 'method not allowed' }]
+      : path === '/healthz' ? [200, { status: 'ok' }]
+      : path === '/readyz' ? (outage.down ? [503, { status: 'unavailable' }] : [200, { status: 'ok' }])
+      : [404, { status: 'not found' }];
+    res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
+  };
+}
+
 /** The validator compiles the document on its first request (~300 ms): pay that now, not on a client. */
 async function warmUp(server: Server, logger: Logger): Promise<void> {
   const address = server.address();
@@ -134,6 +155,10 @@ export async function startService(
   }
   let server: Server | null = null;
   let limiterPool: pg.Pool | null = null;
+  if (roles.worker && !roles.api && config.HERALD_WORKER_HEALTH_PORT) {
+    server = await listen(workerHealth(outage), config.HERALD_WORKER_HEALTH_PORT, config.HOST);
+    logger.info({ address: server.address() }, 'worker health listening');
+  }
   if (roles.api) {
     limiterPool = new pg.Pool({ connectionString: database.url, max: 4 });
     // An idle connection the server closes is an 'error' event: without a listener it would end the process.
@@ -148,9 +173,7 @@ export async function startService(
       sendLimiter: createSendLimiter(limiterPool),
       defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
     });
-    server = await new Promise<Server>((resolve, reject) => {
-      const listening = app.listen(config.PORT, config.HOST, (error?: Error) => (error ? reject(error) : resolve(listening)));
-    });
+    server = await listen(app, config.PORT, config.HOST);
     logger.info({ address: server.address() }, 'API listening');
     await warmUp(server, logger);
   }

@@ -22,10 +22,19 @@ const serve = async () => {
   started.push(herald);
   return herald;
 };
+const healthPort = 20_000 + Math.floor(Math.random() * 20_000) + 1;
 const work = async () => {
-  const herald = await startHerald(['work'], env, (line) => line.includes('workers started'));
+  const herald = await startHerald(['work'], { ...env, HERALD_WORKER_HEALTH_PORT: String(healthPort) }, (line) => line.includes('worker health listening'));
   started.push(herald);
   return herald;
+};
+/** The worker's own health port (for a container health check). */
+const workerHealth = async (path: string) => {
+  try {
+    return (await fetch(`http://127.0.0.1:${healthPort}${path}`)).status;
+  } catch {
+    return 0;
+  }
 };
 const readyz = async (herald: HeraldProcess) => {
   try {
@@ -72,9 +81,12 @@ test('when the starter stops first, the others answer 503, log the outage once, 
   const worker = await work();
   expect(await readyz(attached)).toBe(200);
 
+  expect([await workerHealth('/healthz'), await workerHealth('/readyz')]).toEqual([200, 200]);
+
   expect(await stop(starter)).toBe(0);
   await eventually(async () => (await readyz(attached)) === 503, 10_000);
   await eventually(async () => worker.logs.some((line) => line.includes('database unreachable')), 10_000);
+  expect([await workerHealth('/healthz'), await workerHealth('/readyz')]).toEqual([200, 503]);
   // Several seconds of outage: the worker still logs it once, not once per poll.
   await new Promise((resolve) => setTimeout(resolve, 3000));
 
@@ -82,6 +94,7 @@ test('when the starter stops first, the others answer 503, log the outage once, 
   const recoveredInMs = await eventually(async () => (await readyz(attached)) === 200, 10_000);
   expect(recoveredInMs).toBeLessThan(5000);
   await eventually(async () => worker.logs.some((line) => line.includes('database reachable again')), 5000);
+  expect(await workerHealth('/readyz')).toBe(200);
   expect(worker.logs.filter((line) => line.includes('database unreachable'))).toHaveLength(1);
   expect(worker.logs.filter((line) => /"level":50/.test(line))).toEqual([]);
 

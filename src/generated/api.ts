@@ -912,8 +912,8 @@ export interface components {
          * @description Identifies one logical send so that retries do not send twice. Scoped to the
          *     application and kept for 24 hours. The same key with the same body returns the
          *     original notification (202, `meta.accepted: false`); the same key with a different
-         *     body is 409. Concurrent duplicates create exactly one notification.
-         * @example order-1042-shipped
+         *     body is 409. Concurrent duplicates create exactly one notification. Name the event it
+         *     sends for, e.g. `order-1042-shipped`, or use a UUID.
          */
         IdempotencyKey: string;
         /** @description Page size. */
@@ -1177,8 +1177,8 @@ export interface operations {
                  * @description Identifies one logical send so that retries do not send twice. Scoped to the
                  *     application and kept for 24 hours. The same key with the same body returns the
                  *     original notification (202, `meta.accepted: false`); the same key with a different
-                 *     body is 409. Concurrent duplicates create exactly one notification.
-                 * @example order-1042-shipped
+                 *     body is 409. Concurrent duplicates create exactly one notification. Name the event it
+                 *     sends for, e.g. `order-1042-shipped`, or use a UUID.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
