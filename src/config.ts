@@ -43,6 +43,9 @@ const schema = z.object({
   // A batch's provider send not answered by then is retried later with a fresh client; well below
   // the deliver job's 120 s expiry, so a hung connection costs seconds, not the job.
   HERALD_PROVIDER_DEADLINE_SECONDS: z.coerce.number().min(1).max(100).default(30),
+  // Pushes sent per provider round trip within a deliver job; each round's outcomes are recorded
+  // before the next is sent, so a crash re-sends at most this many pushes per job in flight.
+  HERALD_DELIVER_CHUNK_SIZE: z.coerce.number().int().min(1).max(5000).default(100),
   // Pushes per deliver job (one provider round trip set).
   HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
 });

@@ -149,6 +149,7 @@ export async function startService(
       concurrency: config.HERALD_WORKER_CONCURRENCY,
       batchSize: config.HERALD_DELIVER_BATCH_SIZE,
       sendDeadlineSeconds: config.HERALD_PROVIDER_DEADLINE_SECONDS,
+      chunkSize: config.HERALD_DELIVER_CHUNK_SIZE,
       outage,
     });
     await startMaintenance(boss, database.orm, logger);

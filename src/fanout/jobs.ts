@@ -19,7 +19,7 @@ import { fitToPlatform } from '../domain/payloads.ts';
 import type { Logger } from '../logger.ts';
 import type { Push, PushOutcome, PushProvider } from '../providers/provider.ts';
 import { networkReasons } from '../providers/support.ts';
-import { providerOf, type ProviderClients } from './clients.ts';
+import { providerOf, type ProviderClient, type ProviderClients } from './clients.ts';
 import { queues, type FanoutJob } from './queue.ts';
 import {
   claimPending,
@@ -50,6 +50,8 @@ export type JobContext = {
   batchSize: number;
   /** A batch's provider send that has not answered by then is given up as `provider timeout`. */
   sendDeadlineMs: number;
+  /** Pushes sent per provider round trip, each round's outcomes recorded before the next is sent. */
+  recordEvery: number;
 };
 
 const unreachable = new Set<string>(networkReasons);
@@ -188,9 +190,9 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
   const notification = await db.findOne(Notification, { id: job.notificationId });
   if (!notification) return;
   const claimed = await claimPending(db, job.deliveryIds);
-  const results: DeliveryResult[] = [];
-  const skip = (deliveryId: string, reason: string) => results.push({ deliveryId, state: 'skipped', reason, providerMessageId: null });
-  const fail = (deliveryId: string, reason: string) => results.push({ deliveryId, state: 'failed', reason, providerMessageId: null });
+  const unsendable: DeliveryResult[] = [];
+  const skip = (deliveryId: string, reason: string) => unsendable.push({ deliveryId, state: 'skipped', reason, providerMessageId: null });
+  const fail = (deliveryId: string, reason: string) => unsendable.push({ deliveryId, state: 'failed', reason, providerMessageId: null });
 
   const sendable: ClaimedDelivery[] = [];
   for (const delivery of claimed) {
@@ -200,55 +202,68 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
     else sendable.push(delivery);
   }
 
-  let attempt: Attempt = { results: [], invalidations: [], retry: [], retryAfter: 0 };
-  if (sendable.length > 0) {
-    const client = await context.clients.get(db, job.applicationId, providerOf[job.platform]);
-    if (!client) {
-      for (const delivery of sendable) skip(delivery.deliveryId, 'no_credentials');
-    } else {
-      // Exactly the content the fanout measured and recorded as this platform's truncation.
-      const { content } = fitToPlatform(pushContent(notification), job.platform);
-      const expiry = expiresAt(notification);
-      const pushes: Push[] = sendable.map((delivery) => ({
+  const client = sendable.length > 0 ? await context.clients.get(db, job.applicationId, providerOf[job.platform]) : null;
+  if (sendable.length > 0 && !client) for (const delivery of sendable) skip(delivery.deliveryId, 'no_credentials');
+  if (unsendable.length > 0) await record(db, context, job, { ...noAttempt(), results: unsendable });
+
+  if (client) {
+    // Exactly the content the fanout measured and recorded as this platform's truncation.
+    const { content } = fitToPlatform(pushContent(notification), job.platform);
+    const expiry = expiresAt(notification);
+    // Outcomes are recorded a chunk at a time, each before the next chunk is sent: a crash or a
+    // database outage re-sends at most the one chunk whose answers were not recorded yet.
+    for (const part of chunk(sendable, context.recordEvery)) {
+      const pushes: Push[] = part.map((delivery) => ({
         deliveryId: delivery.deliveryId,
         notificationId: notification.id,
         token: delivery.token!,
         content,
         expiresAt: expiry,
       }));
-      let outcomes: PushOutcome[];
-      const failAll = (reason: string) => pushes.map((push): PushOutcome => ({ deliveryId: push.deliveryId, kind: 'transient', reason }));
-      try {
-        const answered = await sendWithDeadline(client.provider, pushes, context.sendDeadlineMs);
-        if (answered === 'timeout') {
-          context.logger.warn({ notificationId: job.notificationId, pushes: pushes.length, deadlineMs: context.sendDeadlineMs }, 'provider send timed out');
-          context.clients.report(client, 'broken');
-          await markUnreachable(db, client.credentialId);
-          outcomes = failAll('provider timeout');
-        } else {
-          outcomes = answered;
-          const reached = outcomes.length === 0 || !outcomes.every((o) => o.kind === 'transient' && unreachable.has(o.reason));
-          context.clients.report(client, reached ? 'reached' : 'unreachable');
-          if (!reached) await markUnreachable(db, client.credentialId);
-        }
-      } catch (error) {
-        // The adapters map provider errors to outcomes; anything thrown is retried like a 5xx.
-        context.logger.error({ err: error, notificationId: job.notificationId }, 'provider send failed');
-        outcomes = failAll('provider error');
-      }
-      attempt = settle(notification, sendable, outcomes);
-      const refused = outcomes.find((outcome) => outcome.kind === 'credentials');
-      if (refused) {
-        await markUnhealthy(db, client.credentialId, refused.reason);
-        context.logger.error({ applicationId: job.applicationId, provider: providerOf[job.platform], reason: refused.reason }, 'provider refused the credentials');
-      } else if (outcomes.some((outcome) => outcome.kind === 'accepted')) {
-        await markHealthy(db, client.credentialId);
-      }
+      const outcomes = await push(db, context, job, client, pushes);
+      await record(db, context, job, settle(notification, part, outcomes));
     }
   }
+  await completeIfDone(db, job.notificationId);
+}
 
+const noAttempt = (): Attempt => ({ results: [], invalidations: [], retry: [], retryAfter: 0 });
+
+/** One provider round trip, bounded by the deadline; the client's and the credential's health follow it. */
+async function push(db: EntityManager, context: JobContext, job: DeliverJob, client: ProviderClient, pushes: Push[]): Promise<PushOutcome[]> {
+  const failAll = (reason: string) => pushes.map((push): PushOutcome => ({ deliveryId: push.deliveryId, kind: 'transient', reason }));
+  let outcomes: PushOutcome[];
+  try {
+    const answered = await sendWithDeadline(client.provider, pushes, context.sendDeadlineMs);
+    if (answered === 'timeout') {
+      context.logger.warn({ notificationId: job.notificationId, pushes: pushes.length, deadlineMs: context.sendDeadlineMs }, 'provider send timed out');
+      context.clients.report(client, 'broken');
+      await markUnreachable(db, client.credentialId);
+      return failAll('provider timeout');
+    }
+    outcomes = answered;
+    const reached = outcomes.length === 0 || !outcomes.every((o) => o.kind === 'transient' && unreachable.has(o.reason));
+    context.clients.report(client, reached ? 'reached' : 'unreachable');
+    if (!reached) await markUnreachable(db, client.credentialId);
+  } catch (error) {
+    // The adapters map provider errors to outcomes; anything thrown is retried like a 5xx.
+    context.logger.error({ err: error, notificationId: job.notificationId }, 'provider send failed');
+    return failAll('provider error');
+  }
+  const refused = outcomes.find((outcome) => outcome.kind === 'credentials');
+  if (refused) {
+    await markUnhealthy(db, client.credentialId, refused.reason);
+    context.logger.error({ applicationId: job.applicationId, provider: providerOf[job.platform], reason: refused.reason }, 'provider refused the credentials');
+  } else if (outcomes.some((outcome) => outcome.kind === 'accepted')) {
+    await markHealthy(db, client.credentialId);
+  }
+  return outcomes;
+}
+
+/** Outcomes, dead devices and the retry of the transient ones commit together. */
+async function record(db: EntityManager, context: JobContext, job: DeliverJob, attempt: Attempt): Promise<void> {
   await db.transactional(async (tx) => {
-    await recordResults(tx, [...results, ...attempt.results]);
+    await recordResults(tx, attempt.results);
     await invalidateInstallations(tx, attempt.invalidations);
     if (attempt.retry.length > 0) {
       await context.boss.send(
@@ -258,7 +273,6 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
       );
     }
   });
-  await completeIfDone(db, job.notificationId);
 }
 
 /** A deliver job that failed for good (its retries exhausted): its pushes fail, the notification closes. */

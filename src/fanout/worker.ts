@@ -16,6 +16,8 @@ export type WorkerOptions = {
   concurrency: number;
   batchSize: number;
   sendDeadlineSeconds: number;
+  /** Pushes per provider round trip, recorded before the next round. */
+  chunkSize: number;
   /** Errors that mean "the database is down" go here instead of one log line per failed job. */
   outage?: OutageWatch;
 };
@@ -38,6 +40,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     logger,
     batchSize: options.batchSize,
     sendDeadlineMs: options.sendDeadlineSeconds * 1000,
+    recordEvery: options.chunkSize,
   };
   // The polling interval is only a backstop: NOTIFY wakes the workers when a job is inserted.
   const polling = { pollingIntervalSeconds: 0.5, notifyPollingIntervalSeconds: 2 };

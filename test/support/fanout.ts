@@ -16,7 +16,9 @@ export type Pipeline = Awaited<ReturnType<typeof startPipeline>>;
 export type PipelineApplication = Awaited<ReturnType<Pipeline['newApplication']>>;
 
 /** `workers: false` leaves the jobs to worker processes a test starts itself. */
-export async function startPipeline(options: { batchSize?: number; workers?: boolean; sendDeadlineSeconds?: number } = {}) {
+export async function startPipeline(
+  options: { batchSize?: number; workers?: boolean; sendDeadlineSeconds?: number; chunkSize?: number } = {},
+) {
   const queueSchema = `pgboss_${randomBytes(4).toString('hex')}`;
   const harness: Harness = await startHarness({ queueSchema });
   const apns = await apnsSimulator();
@@ -34,6 +36,7 @@ export async function startPipeline(options: { batchSize?: number; workers?: boo
       concurrency: 4,
       batchSize: options.batchSize ?? 50,
       sendDeadlineSeconds: options.sendDeadlineSeconds ?? 30,
+      chunkSize: options.chunkSize ?? 100,
     });
   }
 
