@@ -517,7 +517,8 @@ export type NotificationId = string;
  * Identifies one logical send so that retries do not send twice. Scoped to the
  * application and kept for 24 hours. The same key with the same body returns the
  * original notification (202, `meta.accepted: false`); the same key with a different
- * body is 409. Concurrent duplicates create exactly one notification.
+ * body is 409. Concurrent duplicates create exactly one notification. Name the event it
+ * sends for, e.g. `order-1042-shipped`, or use a UUID.
  *
  */
 export type IdempotencyKey = string;
@@ -827,7 +828,8 @@ export type SendNotificationData = {
          * Identifies one logical send so that retries do not send twice. Scoped to the
          * application and kept for 24 hours. The same key with the same body returns the
          * original notification (202, `meta.accepted: false`); the same key with a different
-         * body is 409. Concurrent duplicates create exactly one notification.
+         * body is 409. Concurrent duplicates create exactly one notification. Name the event it
+         * sends for, e.g. `order-1042-shipped`, or use a UUID.
          *
          */
         'Idempotency-Key'?: string;
