@@ -133,6 +133,10 @@ describe('bounded shutdown', () => {
   // A push of the notification has reached the provider, which holds its answer back.
   const inFlight = (prefix: string) => waitFor(async () => pushesTo(prefix).length, (pushed) => pushed > 0, 30_000);
 
+  // The worker under test must be the only one, or another may take the batch it should hold.
+  beforeEach(async () => {
+    await Promise.all(workers.splice(0).map((worker) => worker.stop('SIGKILL')));
+  });
   afterEach(() => {
     pipeline.apns.setLatency({ min: 20, max: 60 });
     pipeline.fcm.setLatency({ min: 20, max: 60 });
