@@ -34,6 +34,9 @@ const schema = z.object({
   HERALD_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   // Pushes per deliver job (one provider round trip set).
   HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
+  // Finished notifications older than this, with their deliveries, events and keys, are deleted.
+  // At most a century: a horizon further back is past what a Postgres timestamp can subtract.
+  HERALD_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(30),
 });
 
 export type Config = Readonly<z.infer<typeof schema>> & { readonly dataDir: string };

@@ -117,7 +117,7 @@ export async function startService(
       concurrency: config.HERALD_WORKER_CONCURRENCY,
       batchSize: config.HERALD_DELIVER_BATCH_SIZE,
     });
-    await startMaintenance(boss, database.orm, logger);
+    await startMaintenance(boss, database.orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
   }
   let server: Server | null = null;
   let limiterPool: pg.Pool | null = null;
