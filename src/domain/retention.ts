@@ -54,10 +54,14 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
     if (keys < options.batchSize) break;
   }
 
+  // How many notifications a pick reads (it reads each one's user list): twice what the last pick
+  // took, doubling while a pick takes all it read; at most a batch.
+  let reading = 64;
   for (;;) {
     if (!inTime()) return removed;
-    const ids = await pickExpired(db, options.retentionDays, options.batchSize);
+    const ids = await pickExpired(db, options.retentionDays, options.batchSize, Math.min(reading, options.batchSize));
     if (ids.length === 0) break;
+    reading = ids.length >= reading ? reading * 2 : Math.max(ids.length * 2, 16);
     for (;;) {
       if (!inTime()) return removed;
       const gone = await timed('deliveries', () => deleteDeliveriesOf(db, ids, options.batchSize), (result) => result.deliveries);
@@ -79,13 +83,13 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
 }
 
 /**
- * The oldest finished notifications past the horizon, as many as make about a batch of deliveries:
- * a notification has about one delivery per target user's installation, so they are taken until
- * their target users add up to a batch (at least one). The deliveries of one pick then take a few
- * statements, none of which walks back over the index entries of many notifications already emptied.
- * The created_at index gives them in order; the window sum stops with the limit.
+ * The oldest finished notifications past the horizon (at most `reading`), as many as make about a
+ * batch of deliveries: a notification has about one delivery per target user's installation, so
+ * they are taken until their target users add up to a batch (at least one). The deliveries of one
+ * pick then take a few statements, none of which walks back over the index entries of many
+ * notifications already emptied. The created_at index gives them in order.
  */
-async function pickExpired(db: Db, retentionDays: number, batchSize: number): Promise<string[]> {
+async function pickExpired(db: Db, retentionDays: number, batchSize: number, reading: number): Promise<string[]> {
   const { rows } = await sql<{ id: string }>`
     select id from (
       select id, sum(cardinality(user_ids)) over (order by created_at rows unbounded preceding) - cardinality(user_ids) as before
@@ -93,7 +97,7 @@ async function pickExpired(db: Db, retentionDays: number, batchSize: number): Pr
        where created_at < now() - make_interval(days => ${retentionDays})
          and status in (${sql.join(finishedStatuses)})
        order by created_at
-       limit ${batchSize}
+       limit ${reading}
     ) picked
     where before < ${batchSize}
   `.execute(db);
@@ -102,16 +106,17 @@ async function pickExpired(db: Db, retentionDays: number, batchSize: number): Pr
 
 /**
  * Up to a batch of these notifications' deliveries, with their events (their foreign key cascades
- * too, but this way they are deleted as a set and counted).
+ * too, but this way they are deleted as a set and counted). The ids are passed on as one array so
+ * that both deletes probe their index, whatever the planner guesses of a CTE's size.
  */
 async function deleteDeliveriesOf(db: Db, notificationIds: string[], batchSize: number): Promise<{ deliveries: number; events: number }> {
   const { rows } = await sql<{ deliveries: number; events: number }>`
     with doomed as (
-      select id from deliveries where notification_id = any(${notificationIds}::uuid[]) limit ${batchSize}
+      select array(select id from deliveries where notification_id = any(${notificationIds}::uuid[]) limit ${batchSize}) as ids
     ), events as (
-      delete from delivery_events e using doomed where e.delivery_id = doomed.id returning 1
+      delete from delivery_events where delivery_id = any((select ids from doomed)::uuid[]) returning 1
     ), gone as (
-      delete from deliveries d using doomed where d.id = doomed.id returning 1
+      delete from deliveries where id = any((select ids from doomed)::uuid[]) returning 1
     )
     select (select count(*) from gone)::int as deliveries, (select count(*) from events)::int as events
   `.execute(db);
