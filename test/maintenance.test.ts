@@ -183,6 +183,19 @@ test('the scheduled job runs retention with the configured days; pg-boss keeps f
   for (let waited = 0; (await remaining(application.id)).notifications.includes(old) && waited < 10_000; waited += 100) await sleep(100);
 
   expect(await remaining(application.id)).toEqual({ notifications: [fresh], deliveries: 2, events: 0, keys: 0 });
+
+  // A job finished three days ago is gone at pg-boss's next maintenance pass; one finished a day ago stays.
+  const finished = async (days: number) => {
+    const id = (await harness.boss.send(queues.deliverFailed, { days }))!;
+    await harness.orm.em
+      .fork()
+      .execute(`update maintenance_test.job set state = 'completed', completed_on = now() - make_interval(days => ?) where id = ?`, [days, id]);
+    return id;
+  };
+  const [threeDays, oneDay] = [await finished(3), await finished(1)];
+  await harness.boss.supervise(queues.deliverFailed);
+  expect(await harness.boss.getJobById(queues.deliverFailed, threeDays)).toBeNull();
+  expect(await harness.boss.getJobById(queues.deliverFailed, oneDay)).not.toBeNull();
 });
 
 test('HERALD_RETENTION_DAYS is a whole number of days, at least 1; 30 when unset', () => {
