@@ -1,8 +1,8 @@
 import { Migration } from '@mikro-orm/migrations';
 
-export class Migration20261123110000 extends Migration {
+export class Migration20261124120000 extends Migration {
 
-  override name = 'Migration20261123110000';
+  override name = 'Migration20261124120000';
 
   override up(): void | Promise<void> {
     // Retention deletes the oldest finished notifications first. A plain index, not a partial one on
