@@ -64,3 +64,11 @@ clean:
 .PHONY: bench-fanout
 bench-fanout: install
 	node bench/fanout.ts
+
+# The retention benchmark (bench/retention.ts): 2 million old delivery rows (with events and keys)
+# deleted by retention while sends run at a steady rate through the real app, their latency against
+# the same load with nothing deleting, alternating in one run; on a fresh database on DATABASE_URL's
+# server (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
+.PHONY: bench-retention
+bench-retention: install
+	node bench/retention.ts

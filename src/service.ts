@@ -152,7 +152,7 @@ export async function startService(
       chunkSize: config.HERALD_DELIVER_CHUNK_SIZE,
       outage,
     });
-    await startMaintenance(boss, database.orm, logger);
+    await startMaintenance(boss, database.orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
   }
   let server: Server | null = null;
   let limiterPool: pg.Pool | null = null;

@@ -87,7 +87,8 @@ export const NotificationSchema = defineEntity({
   name: 'Notification',
   tableName: 'notifications',
   // Listing is newest first per application; ids are UUIDv7, so id order is creation order.
-  indexes: [{ properties: ['applicationId', 'id'] }],
+  // Retention takes the oldest first across applications (domain/retention.ts).
+  indexes: [{ properties: ['applicationId', 'id'] }, { properties: ['createdAt'] }],
   properties: {
     id: id(),
     applicationId: () => belongsTo(Application, 'application_id'),
@@ -111,7 +112,8 @@ export const IdempotencyKeySchema = defineEntity({
   name: 'IdempotencyKey',
   tableName: 'idempotency_keys',
   uniques: [{ properties: ['applicationId', 'key'] }],
-  indexes: [{ properties: ['createdAt'] }],
+  // notificationId: deleting a notification finds its key by it (ON DELETE CASCADE, retention).
+  indexes: [{ properties: ['createdAt'] }, { properties: ['notificationId'] }],
   properties: {
     id: id(),
     applicationId: () => belongsTo(Application, 'application_id'),

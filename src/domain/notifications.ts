@@ -150,13 +150,23 @@ async function claimIdempotencyKey(
   return existing.notification_id;
 }
 
-/** Keys past the window no longer protect anything; claiming one takes it over anyway. */
-export async function deleteExpiredIdempotencyKeys(em: EntityManager): Promise<number> {
-  const deleted = await em.execute<{ id: string }[]>(
-    'delete from idempotency_keys where created_at < now() - make_interval(hours => ?) returning id',
-    [idempotencyWindowHours],
+/**
+ * Keys past the window no longer protect anything; claiming one takes it over anyway. At most
+ * `limit` of them (retention deletes in short batches). The outer `created_at` condition is checked
+ * again on a key a concurrent send has just taken over (which renews it): that one stays.
+ */
+export async function deleteExpiredIdempotencyKeys(em: EntityManager, limit: number): Promise<number> {
+  const [{ count }] = await em.execute<{ count: number }[]>(
+    `with gone as (
+       delete from idempotency_keys
+        where id in (select id from idempotency_keys where created_at < now() - make_interval(hours => ?) limit ?)
+          and created_at < now() - make_interval(hours => ?)
+       returning 1
+     )
+     select count(*)::int as count from gone`,
+    [idempotencyWindowHours, limit, idempotencyWindowHours],
   );
-  return deleted.length;
+  return count;
 }
 
 export async function findNotification(em: EntityManager, applicationId: string, given: string): Promise<Notification> {

@@ -1,0 +1,507 @@
+// The retention benchmark (`make bench-retention`). On a fresh database that is dropped at the end
+// whatever happens: 2 million delivery rows of finished notifications past the retention (with
+// events and expired idempotency keys), plus recent ones that must stay. Then sends at a steady rate
+// (POST /api/v1/notifications through Herald's real app, listening on a port: token, validation,
+// rate limit, Idempotency-Key claim, notification and fanout job in one transaction) for the whole
+// deletion, with retention running as the maintenance job runs it (runMaintenance, the production
+// batch size) in runs of a few seconds' budget, each followed by as long without it:
+//   baseline: the sends while nothing deletes (the ceiling: what sends cost on this machine now),
+//             a lead-in before the first run and the pause after each run;
+//   deletion: the sends while a run deletes.
+// Alternating the two in one run makes whatever else the machine does weigh on both alike. A
+// budget-limited run carrying on where the last one stopped is how a backlog is worked off in
+// production too (every 15 minutes, with a 60 s budget).
+// It prints rows deleted, the deletion's duration and rows/s, each statement's duration, and send
+// latency (p50/p99 from the moment each send was due, so a stalled send is not hidden) during the
+// deletion against the baseline. It exits 0 whatever the figures are (a measurement, not a test);
+// non-zero only when the run itself failed (a send refused, a recent row deleted, an old one left).
+//
+// The API, the load and retention share this process (as in `herald start`); retention has its own
+// connection pool, as a worker process would.
+//
+// Environment (all optional):
+//   DATABASE_URL              admin URL of the Postgres server (default postgres://postgres@127.0.0.1:5432/postgres)
+//   BENCH_DELIVERIES          old delivery rows to delete (2000000)
+//   BENCH_PER_NOTIFICATION    deliveries per notification: 500 users × iOS + Android (1000)
+//   BENCH_RECENT_DELIVERIES   delivery rows inside the retention, which must stay (200000)
+//   BENCH_SEND_RATE           sends per second, throughout (20)
+//   BENCH_WINDOW_SECONDS      each retention run's budget, and the pause after it (5)
+//   BENCH_LEAD_SECONDS        baseline before the first run (10)
+//   BENCH_BATCH_SIZE          rows per deleting statement (the production value, retentionBatchSize)
+//   BENCH_JSON                also write the figures to this file
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { migrate, openOrm, type Orm } from '../src/db/orm.ts';
+import { createApplication, createToken } from '../src/domain/applications.ts';
+import { createSendLimiter } from '../src/domain/rate-limits.ts';
+import type { RetentionBatch } from '../src/domain/retention.ts';
+import { retentionBatchSize, runMaintenance } from '../src/fanout/maintenance.ts';
+import { startBoss } from '../src/fanout/queue.ts';
+import { createApp } from '../src/http/app.ts';
+import { loadDocument } from '../src/http/document.ts';
+import { createLogger } from '../src/logger.ts';
+import { cpuSeconds, fixed, integer, machineCpu, percentile } from './support.ts';
+
+const env = process.env;
+const numberOf = (name: string, fallback: number) => {
+  const value = env[name] ? Number(env[name]) : fallback;
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
+  return value;
+};
+const settings = {
+  deliveries: numberOf('BENCH_DELIVERIES', 2_000_000),
+  perNotification: numberOf('BENCH_PER_NOTIFICATION', 1000),
+  recentDeliveries: numberOf('BENCH_RECENT_DELIVERIES', 200_000),
+  sendRate: numberOf('BENCH_SEND_RATE', 20),
+  windowSeconds: numberOf('BENCH_WINDOW_SECONDS', 5),
+  leadSeconds: numberOf('BENCH_LEAD_SECONDS', 10),
+  batchSize: numberOf('BENCH_BATCH_SIZE', retentionBatchSize),
+  retentionDays: 30,
+};
+
+const log = (line = '') => process.stdout.write(`${line}\n`);
+const silent = createLogger('silent');
+
+// Everything the run opened, closed in reverse order whatever happens.
+const cleanups: { name: string; run: () => Promise<void> }[] = [];
+const onCleanup = (name: string, run: () => Promise<void>) => cleanups.push({ name, run });
+let cleaning: Promise<void> | null = null;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const { name, run } of cleanups.reverse()) {
+      try {
+        await run();
+      } catch (error) {
+        process.stderr.write(`cleanup (${name}) failed: ${(error as Error).message}\n`);
+      }
+    }
+  })();
+  return cleaning;
+}
+
+type Seeded = { old: { notifications: number; deliveries: number; events: number; keys: number }; recent: { notifications: number; deliveries: number } };
+
+/**
+ * Notifications of `perNotification` deliveries each (half iOS, half Android, all accepted, one in
+ * ten with a `received` event), `ageDays` old and a second apart, with their expired keys when old.
+ * Ids are time-ordered like Herald's UUIDv7: the first 6 bytes are the creation time in
+ * milliseconds, the rest random.
+ */
+async function seedNotifications(client: pg.Client, applicationId: string, count: number, ageDays: number, withKeys: boolean) {
+  const users = Array.from({ length: Math.ceil(settings.perNotification / 2) }, (_, index) => `user-${index + 1}`);
+  const timeOrdered = (at: string) =>
+    `encode(substring(int8send((extract(epoch from ${at}) * 1000)::bigint) from 3) || substring(uuid_send(gen_random_uuid()) from 7), 'hex')::uuid`;
+  const { rows } = await client.query<{ id: string }>(
+    `insert into notifications (id, application_id, status, title, body, data, options, user_ids, created_at, processing_started_at, completed_at)
+     select ${timeOrdered('at')}, $1, 'completed', 'Order shipped', 'Your order is on its way', '{"order_id": 1234}',
+            '{"ttl": 3600}', $2::text[], at, at, at + interval '2 seconds'
+       from (select now() - make_interval(days => $3) - make_interval(secs => n) as at from generate_series(1, $4) n) s
+     returning id`,
+    [applicationId, users, ageDays, count],
+  );
+  const ids = rows.map((row) => row.id);
+  const { rows: counts } = await client.query<{ deliveries: number; events: number }>(
+    `with d as (
+       insert into deliveries (id, application_id, notification_id, client_installation_id, user_id, platform, state, attempts,
+                               provider_message_id, created_at, last_attempt_at, completed_at)
+       select ${timeOrdered('n.created_at')}, n.application_id, n.id, 'installation-' || i, 'user-' || ((i + 1) / 2),
+              case when i % 2 = 0 then 'ios' else 'android' end, 'accepted', 1, gen_random_uuid()::text,
+              n.created_at, n.created_at, n.created_at + interval '1 second'
+         from notifications n, generate_series(1, $2) i
+        where n.id = any($1::uuid[])
+       returning id, application_id, client_installation_id, created_at
+     ), e as (
+       insert into delivery_events (id, application_id, event_id, delivery_id, client_installation_id, type, occurred_at, received_at)
+       select ${timeOrdered('created_at')}, application_id, gen_random_uuid(), id, client_installation_id, 'received',
+              created_at + interval '3 seconds', created_at + interval '4 seconds'
+         from d where right(client_installation_id, 1) = '0'
+       returning 1
+     )
+     select (select count(*) from d)::int as deliveries, (select count(*) from e)::int as events`,
+    [ids, settings.perNotification],
+  );
+  let keys = 0;
+  if (withKeys) {
+    const inserted = await client.query(
+      `insert into idempotency_keys (id, application_id, key, request_hash, notification_id, created_at)
+       select ${timeOrdered('created_at')}, application_id, 'order-' || id, 'hash', id, created_at
+         from notifications where id = any($1::uuid[])`,
+      [ids],
+    );
+    keys = inserted.rowCount ?? 0;
+  }
+  return { notifications: ids.length, ...counts[0], keys };
+}
+
+/**
+ * One statement per table. Foreign-key triggers are off while seeding when the role may do that
+ * (the rows are consistent by construction), and the secondary indexes of the two big tables are
+ * built once the rows are in, exactly as the migrations define them: far faster than row by row.
+ */
+async function seed(url: string, applicationId: string): Promise<Seeded> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    try {
+      await client.query(`set session_replication_role = replica`);
+    } catch {
+      log('note: not allowed to turn foreign-key triggers off while seeding; seeding takes longer');
+    }
+    const { rows: indexes } = await client.query<{ table: string; index: string; definition: string; constraint: string | null; constraintDefinition: string | null }>(
+      `select i.indrelid::regclass::text as table, i.indexrelid::regclass::text as index, pg_get_indexdef(i.indexrelid) as definition,
+              c.conname as constraint, pg_get_constraintdef(c.oid) as "constraintDefinition"
+         from pg_index i left join pg_constraint c on c.conindid = i.indexrelid and c.contype = 'u'
+        where i.indrelid in ('deliveries'::regclass, 'delivery_events'::regclass) and not i.indisprimary`,
+    );
+    for (const index of indexes) {
+      await client.query(index.constraint ? `alter table ${index.table} drop constraint "${index.constraint}"` : `drop index ${index.index}`);
+    }
+    const old = await seedNotifications(client, applicationId, Math.ceil(settings.deliveries / settings.perNotification), settings.retentionDays + 10, true);
+    const recent = await seedNotifications(client, applicationId, Math.ceil(settings.recentDeliveries / settings.perNotification), 1, false);
+    for (const index of indexes) {
+      await client.query(
+        index.constraint ? `alter table ${index.table} add constraint "${index.constraint}" ${index.constraintDefinition}` : index.definition,
+      );
+    }
+    await client.query('reset session_replication_role');
+    // As after days of traffic: statistics known, pages all-visible.
+    await client.query('vacuum analyze');
+    return { old, recent: { notifications: recent.notifications, deliveries: recent.deliveries } };
+  } finally {
+    await client.end();
+  }
+}
+
+type Phase = 'lead' | 'pause' | 'deleting';
+type Sent = { phase: Phase; ms: number };
+
+/**
+ * Open loop: a send is due every 1/rate s whether or not the previous ones have been answered, and
+ * its latency counts from when it was due, so a stall shows in full (no coordinated omission). A
+ * send belongs to the phase it was due in.
+ */
+function startLoad(send: (index: number) => Promise<string | null>, phase: () => Phase) {
+  const interval = 1000 / settings.sendRate;
+  const sent: Sent[] = [];
+  const refused: string[] = [];
+  const inFlight = new Set<Promise<void>>();
+  let stopping = false;
+  const loop = (async () => {
+    let due = performance.now();
+    for (let index = 0; !stopping; index++) {
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      const dueAt = due;
+      const dueIn = phase();
+      due += interval;
+      const request: Promise<void> = send(index)
+        .then((problem) => {
+          if (problem) refused.push(problem);
+          else sent.push({ phase: dueIn, ms: performance.now() - dueAt });
+        })
+        .catch((error: Error) => {
+          refused.push(error.message);
+        })
+        .finally(() => inFlight.delete(request));
+      inFlight.add(request);
+    }
+    await Promise.all(inFlight);
+  })();
+  return {
+    sent,
+    refused,
+    async stop() {
+      stopping = true;
+      await loop;
+    },
+  };
+}
+
+type Cpu = { bench: number; postgres: Map<number, number>; machine: { busy: number; total: number } };
+/**
+ * CPU seconds so far of this process, of each Postgres process working for the benchmark's
+ * database (its connections and autovacuum workers: other users of the server are "others"), and
+ * of the whole machine.
+ */
+async function cpuNow(monitor: pg.Client): Promise<Cpu> {
+  const { rows } = await monitor.query<{ pid: number }>('select pid from pg_stat_activity where datname = current_database()');
+  return {
+    bench: cpuSeconds(process.pid),
+    postgres: new Map(rows.map(({ pid }) => [pid, cpuSeconds(pid)])),
+    machine: machineCpu(),
+  };
+}
+type Cores = { seconds: number; bench: number; postgres: number; busy: number };
+/** Adds the CPU used between two snapshots to a phase's total (CPU seconds, and wall seconds). */
+function addCpu(total: Cores, before: Cpu, after: Cpu, seconds: number) {
+  const machineTotal = after.machine.total - before.machine.total;
+  total.seconds += seconds;
+  total.bench += after.bench - before.bench;
+  // A connection opened meanwhile counts from zero; one closed meanwhile is missed (pools keep theirs).
+  for (const [pid, used] of after.postgres) total.postgres += used - (before.postgres.get(pid) ?? 0);
+  total.busy += machineTotal > 0 ? ((after.machine.busy - before.machine.busy) / machineTotal) * os.availableParallelism() * seconds : 0;
+}
+const cores = (total: Cores) => ({
+  bench: total.bench / total.seconds,
+  postgres: total.postgres / total.seconds,
+  others: Math.max(0, (total.busy - total.bench - total.postgres) / total.seconds),
+});
+
+async function databaseSize(orm: Orm): Promise<string> {
+  const [row] = await orm.em.fork().execute<{ size: string }[]>('select pg_size_pretty(pg_database_size(current_database())) as size');
+  return row.size;
+}
+
+async function run(): Promise<number> {
+  const adminUrl = env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const stamp = new Date().toISOString().replace(/\D/g, '').slice(0, 17);
+  const database = `herald_bench_retention_${stamp}`;
+  const url = Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
+
+  log(`Herald retention benchmark, ${new Date().toISOString()}`);
+  log(
+    `machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}; ` +
+      `Node ${process.version}; database ${database} on ${new URL(adminUrl).host}`,
+  );
+
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`create database "${database}"`);
+  } finally {
+    await admin.end();
+  }
+  onCleanup('database', async () => {
+    const client = new pg.Client({ connectionString: adminUrl });
+    await client.connect();
+    try {
+      await client.query(`drop database if exists "${database}" with (force)`);
+    } finally {
+      await client.end();
+    }
+  });
+
+  // The API as `herald serve` composes it (service.ts), on its own port.
+  const apiOrm = await openOrm(url, 10);
+  onCleanup('api orm', () => apiOrm.close());
+  await migrate(apiOrm);
+  const em = apiOrm.em.fork();
+  const application = await createApplication(em, 'Retention benchmark');
+  const token = (await createToken(em, { applicationId: application.id, name: 'bench', abilities: ['*'] })).plaintext;
+
+  const seedStarted = performance.now();
+  const seeded = await seed(url, application.id);
+  log(
+    `seeded in ${fixed((performance.now() - seedStarted) / 1000, 1)} s: ${integer(seeded.old.notifications)} notifications ` +
+      `${settings.retentionDays + 10} days old with ${integer(seeded.old.deliveries)} deliveries, ${integer(seeded.old.events)} events, ` +
+      `${integer(seeded.old.keys)} expired keys; ${integer(seeded.recent.notifications)} recent ones with ` +
+      `${integer(seeded.recent.deliveries)} deliveries (to keep); database ${await databaseSize(apiOrm)}`,
+  );
+
+  const boss = await startBoss(url, silent, { worker: false });
+  onCleanup('job queue', () => boss.stop({ graceful: false }));
+  const limiterPool = new pg.Pool({ connectionString: url, max: 4 });
+  onCleanup('rate-limit pool', () => limiterPool.end());
+  const app = createApp({
+    orm: apiOrm,
+    boss,
+    logger: silent,
+    document: loadDocument(),
+    bodyLimit: '1mb',
+    validateResponses: false,
+    sendLimiter: createSendLimiter(limiterPool),
+    defaultSendPolicy: { quota: 1_000_000_000, windowSeconds: 60 },
+  });
+  const server = await new Promise<Server>((resolve, reject) => {
+    const listening = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(listening)));
+  });
+  onCleanup('api server', () => new Promise<void>((resolve) => server.close(() => resolve())));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const body = JSON.stringify({
+    recipients: { user_ids: Array.from({ length: 10 }, (_, index) => `user-${index + 1}`) },
+    notification: { title: 'Order shipped', body: 'Your order is on its way' },
+    data: { order_id: 1234, kind: 'shipping' },
+    options: { priority: 'high', ttl: 3600 },
+  });
+  const runId = randomBytes(4).toString('hex');
+  const send = async (key: string): Promise<string | null> => {
+    const response = await fetch(`${base}/api/v1/notifications`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': key },
+      body,
+    });
+    const text = await response.text();
+    return response.status === 202 ? null : `${response.status} ${text.slice(0, 200)}`;
+  };
+  // Warm-up (not measured): the validator's compile, connections, JIT.
+  for (let index = 0; index < 50; index++) {
+    const problem = await send(`warmup-${runId}-${index}`);
+    if (problem) throw new Error(`warm-up send refused: ${problem}`);
+  }
+
+  // Retention as the maintenance job runs it, with its own pool (a worker process's).
+  const workerOrm = await openOrm(url, 2);
+  onCleanup('worker orm', () => workerOrm.close());
+
+  log(
+    `sends: ${settings.sendRate}/s, open loop, throughout; retention: ${integer(settings.batchSize)} rows per statement (as in production), ` +
+      `runs of ${settings.windowSeconds} s each followed by ${settings.windowSeconds} s without, after a ${settings.leadSeconds} s lead-in`,
+  );
+  const monitor = new pg.Client({ connectionString: url });
+  await monitor.connect();
+  onCleanup('monitor connection', () => monitor.end());
+  let phase: Phase = 'lead';
+  const cpu: Record<'baseline' | 'deleting', Cores> = {
+    baseline: { seconds: 0, bench: 0, postgres: 0, busy: 0 },
+    deleting: { seconds: 0, bench: 0, postgres: 0, busy: 0 },
+  };
+  const timedPhase = async (name: Phase, body: () => Promise<void>) => {
+    phase = name;
+    const before = await cpuNow(monitor);
+    const started = performance.now();
+    await body();
+    const seconds = (performance.now() - started) / 1000;
+    addCpu(cpu[name === 'deleting' ? 'deleting' : 'baseline'], before, await cpuNow(monitor), seconds);
+    return seconds;
+  };
+  const load = startLoad((index) => send(`send-${runId}-${index}`), () => phase);
+
+  const batches: RetentionBatch[] = [];
+  const removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0 };
+  let runs = 0;
+  let deletingSeconds = 0;
+  let wallStarted: number;
+  let wallSeconds = 0;
+  try {
+    await timedPhase('lead', () => sleep(settings.leadSeconds * 1000));
+    wallStarted = performance.now();
+    for (let done = false; !done; ) {
+      deletingSeconds += await timedPhase('deleting', async () => {
+        runs += 1;
+        const result = await runMaintenance(workerOrm, silent, {
+          retentionDays: settings.retentionDays,
+          batchSize: settings.batchSize,
+          budgetMs: settings.windowSeconds * 1000,
+          onBatch: (batch) => batches.push(batch),
+        });
+        removed.notifications += result.notifications;
+        removed.deliveries += result.deliveries;
+        removed.events += result.events;
+        removed.idempotencyKeys += result.idempotencyKeys;
+        done = result.done;
+      });
+      if (done) wallSeconds = (performance.now() - wallStarted) / 1000;
+      await timedPhase('pause', () => sleep(settings.windowSeconds * 1000));
+    }
+  } finally {
+    await load.stop();
+  }
+  if (load.refused.length > 0) throw new Error(`${load.refused.length} sends refused, e.g. ${load.refused[0]}`);
+
+  // Everything old is gone, everything recent is there.
+  const [left] = await workerOrm.em
+    .fork()
+    .execute<{ old_notifications: number; old_deliveries: number; old_events: number; recent_deliveries: number }[]>(
+      `select (select count(*) from notifications where created_at < now() - make_interval(days => ?))::int as old_notifications,
+              (select count(*) from deliveries where created_at < now() - make_interval(days => ?))::int as old_deliveries,
+              (select count(*) from delivery_events where occurred_at < now() - make_interval(days => ?))::int as old_events,
+              (select count(*) from deliveries where created_at >= now() - make_interval(days => ?))::int as recent_deliveries`,
+      [settings.retentionDays, settings.retentionDays, settings.retentionDays, settings.retentionDays],
+    );
+  if (left.old_notifications + left.old_deliveries + left.old_events > 0 || left.recent_deliveries !== seeded.recent.deliveries) {
+    throw new Error(`after retention: ${JSON.stringify(left)}; expected nothing old and ${seeded.recent.deliveries} recent deliveries`);
+  }
+
+  const latencies = (...phases: Phase[]) => load.sent.filter((sent) => phases.includes(sent.phase)).map((sent) => sent.ms);
+  const baseline = latencies('lead', 'pause');
+  const lead = latencies('lead');
+  const during = latencies('deleting');
+  const rows = removed.notifications + removed.deliveries + removed.events + removed.idempotencyKeys;
+  const statementMs = batches.filter((batch) => batch.rows > 0).map((batch) => batch.ms);
+  const p = percentile;
+  const ratio = p(during, 99) / p(baseline, 99);
+  const row = (label: string, ...cells: string[]) => log(`  ${label.padEnd(46)}${cells.map((cell) => cell.padStart(11)).join('')}`);
+  const latencyRow = (label: string, values: number[]) =>
+    row(label, fixed(p(values, 50), 1), fixed(p(values, 99), 1), fixed(Math.max(...values), 1), integer(values.length));
+  const baselineCores = cores(cpu.baseline);
+  const deletingCores = cores(cpu.deleting);
+
+  log();
+  log('Summary');
+  row('rows deleted', integer(rows));
+  row('  notifications / deliveries / events / keys', integer(removed.notifications), integer(removed.deliveries), integer(removed.events), integer(removed.idempotencyKeys));
+  row('deletion duration (s): retention running', fixed(deletingSeconds, 1));
+  row(`  first run start → last run end (with pauses)`, fixed(wallSeconds, 1));
+  row('rows/s while running', integer(rows / deletingSeconds));
+  row('  runs / deleting statements', integer(runs), integer(statementMs.length));
+  row('statement duration (ms)', 'p50', 'p99', 'max');
+  row(`  at most ${integer(settings.batchSize)} rows each`, fixed(p(statementMs, 50), 1), fixed(p(statementMs, 99), 1), fixed(Math.max(...statementMs), 1));
+  row('send latency (ms), from when due', 'p50', 'p99', 'max', 'sends');
+  latencyRow('  baseline: nothing deleting (lead-in + pauses)', baseline);
+  latencyRow(`    of which the lead-in alone`, lead);
+  latencyRow('  during deletion', during);
+  row('  ratio during / baseline', `p50 ${fixed(p(during, 50) / p(baseline, 50), 2)}`, `p99 ${fixed(ratio, 2)}`);
+  // The pauses follow a run: autovacuum of the emptied pages may still be working in them.
+  row('  ratio during / lead-in alone', `p50 ${fixed(p(during, 50) / p(lead, 50), 2)}`, `p99 ${fixed(p(during, 99) / p(lead, 99), 2)}`);
+  row('cores used', 'this proc.', 'its PG', 'others');
+  row('  baseline', fixed(baselineCores.bench, 2), fixed(baselineCores.postgres, 2), fixed(baselineCores.others, 2));
+  row('  during deletion', fixed(deletingCores.bench, 2), fixed(deletingCores.postgres, 2), fixed(deletingCores.others, 2));
+  const others = Math.max(baselineCores.others, deletingCores.others);
+  if (others > 0.3) log(`  NOTE: other processes used up to ${fixed(others, 2)} cores meanwhile: the figures are noisier than on a quiet machine.`);
+
+  if (env.BENCH_JSON) {
+    const figures = {
+      at: new Date().toISOString(),
+      loadAverage: os.loadavg(),
+      settings,
+      seeded,
+      removed,
+      rows,
+      deletingSeconds,
+      wallSeconds,
+      rowsPerSecond: rows / deletingSeconds,
+      runs,
+      statements: { count: statementMs.length, p50: p(statementMs, 50), p99: p(statementMs, 99), max: Math.max(...statementMs) },
+      sends: {
+        baseline: { p50: p(baseline, 50), p99: p(baseline, 99), count: baseline.length },
+        lead: { p50: p(lead, 50), p99: p(lead, 99), count: lead.length },
+        during: { p50: p(during, 50), p99: p(during, 99), count: during.length },
+        ratioP99: ratio,
+      },
+      cores: { baseline: baselineCores, deleting: deletingCores },
+    };
+    writeFileSync(env.BENCH_JSON, `${JSON.stringify(figures, null, 2)}\n`);
+  }
+  return 0;
+}
+
+let exitCode: number;
+let interrupted = false;
+for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
+  process.on(event, (error) => {
+    process.stderr.write(`\nbench-retention: ${event}: ${(error as Error)?.stack ?? error}\n`);
+    void cleanup().then(() => process.exit(1));
+  });
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    process.stderr.write(`\n${signal}: cleaning up\n`);
+    void cleanup().then(() => process.exit(130));
+  });
+}
+try {
+  exitCode = await run();
+} catch (error) {
+  process.stderr.write(`\nbench-retention: the run failed: ${(error as Error).stack ?? error}\n`);
+  exitCode = 1;
+} finally {
+  await cleanup();
+}
+process.exit(exitCode);
