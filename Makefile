@@ -73,3 +73,10 @@ bench-fanout: install
 .PHONY: chaos
 chaos: install
 	node bench/chaos.ts
+
+# The soak run (bench/soak.ts): a steady mixed load (installations, sends, events, reads) against
+# `herald start` and a second worker for SOAK_MINUTES (10): errors by status, database connections
+# and each process's RSS at start and end, and RSS growth. Not part of make test; logs in reports/soak/.
+.PHONY: soak
+soak: install
+	node bench/soak.ts
