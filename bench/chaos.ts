@@ -42,10 +42,10 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { createCluster, type Cluster, type StopMode } from '../test/support/postgres-cluster.ts';
+import { createDatabase, seedApplication, userId } from '../test/support/seed.ts';
 import { startTcpProxy, type TcpProxy } from '../test/support/tcp-proxy.ts';
 import {
   createCleanups,
-  createDatabase,
   fixed,
   freePort,
   herald,
@@ -54,9 +54,7 @@ import {
   receivedPushes,
   resetSimulators,
   root,
-  seedApplication,
   startSimulatorsProcess,
-  userId,
   type Launched,
   type SimulatorsProcess,
 } from './support.ts';

@@ -24,9 +24,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { createDatabase, seedApplication, userId } from '../test/support/seed.ts';
 import {
   createCleanups,
-  createDatabase,
   fixed,
   freePort,
   herald,
@@ -34,10 +34,8 @@ import {
   launch,
   median,
   root,
-  seedApplication,
   startSimulatorsProcess,
   statusKb,
-  userId,
   waitForHttp,
   type Launched,
 } from './support.ts';
