@@ -23,9 +23,10 @@
 //   lost             202s whose notification is missing, or whose final notification has fewer
 //                    delivery rows than its users have installations
 //   5xx              API answers ≥ 500 the client received
-//   recovery         from the fault's end until the API answered 2xx again and both providers
-//                    accepted a push recorded after it; for a: from each kill until everything the
-//                    killed worker held (claimed deliveries, its fanout) was taken up again (the worst kill)
+//   recovery         from the fault's end until the API answered 2xx again, both providers accepted
+//                    a push that was recorded, and (b, c) everything the workers held when the fault
+//                    began (claimed deliveries, notifications not fanned out) was taken up again; for
+//                    a the last alone, from each kill (the worst kill): another worker runs throughout
 // It prints one table and the goal, marks the rows that miss it, and exits 0 whatever Herald did
 // (a measurement); non-zero only when the harness itself failed. Logs of every process are kept in
 // reports/chaos/<time>/.
@@ -210,6 +211,7 @@ type HeraldRole = 'serve' | 'work' | 'start';
 type HeraldProcess = Launched & { role: HeraldRole; base: string | null; startedAt: number; readyMs: number };
 
 type Stage = Awaited<ReturnType<typeof openStage>>;
+type InFlight = { deliveries: string[]; notifications: string[]; at: number };
 
 async function openStage(shared: Shared, id: string, options: { adminUrl?: string; latency?: number | { min: number; max: number } | null } = {}) {
   const began = Date.now();
@@ -308,6 +310,56 @@ async function openStage(shared: Shared, id: string, options: { adminUrl?: strin
     return rows[0].count;
   }
 
+  /**
+   * What the workers hold at `at`: deliveries claimed for an attempt and not recorded yet, and
+   * notifications not fanned out yet (queued before `at`).
+   */
+  async function inFlight(at: number): Promise<InFlight> {
+    const { rows: [held] } = await observer.query<{ deliveries: string[]; notifications: string[] }>(
+      `select array(select id from deliveries where application_id = $1 and state = 'pending'
+                      and last_attempt_at <= to_timestamp($2::double precision / 1000))::text[] as deliveries,
+              array(select id from notifications where application_id = $1 and status = 'queued'
+                      and created_at <= to_timestamp($2::double precision / 1000))::text[] as notifications`,
+      [seeded.applicationId, at],
+    );
+    return { ...held, at };
+  }
+
+  /** Seconds from `since` until everything `held` has moved on (a new attempt, an outcome, a fanout); null: not within the timeout. */
+  async function takenUp(held: InFlight, since: number): Promise<number | null> {
+    const deadline = since + settings.timeoutMs * 2;
+    while (Date.now() < deadline) {
+      const left = await observer
+        .query<{ count: number }>(
+          `select ((select count(*) from deliveries where id = any($1::uuid[]) and state = 'pending'
+                      and last_attempt_at <= to_timestamp($3::double precision / 1000))
+                 + (select count(*) from notifications where id = any($2::uuid[]) and status = 'queued'))::int as count`,
+          [held.deliveries, held.notifications, held.at],
+        )
+        .then(({ rows }) => rows[0].count)
+        .catch(() => -1);
+      if (left === 0) return (Date.now() - since) / 1000;
+      await sleep(200);
+    }
+    return null;
+  }
+
+  /**
+   * Recovery of a fault that ended at `end`: the API and both providers work again (recoveredAt),
+   * and everything the workers held when it began has been taken up (`tracked`, from takenUp).
+   */
+  async function recovery(held: InFlight, tracked: Promise<number | null>, end: number): Promise<number | null> {
+    const working = await recoveredAt({ client, observer, applicationId: seeded.applicationId, notes }, end);
+    const time = await tracked;
+    notes.push(
+      held.deliveries.length + held.notifications.length === 0
+        ? 'nothing was in flight when the fault began'
+        : `in flight when the fault began: ${held.deliveries.length} claimed deliveries, ${held.notifications.length} queued notifications; ` +
+            `all taken up again ${time === null ? 'never' : `${fixed(time, 1)} s`} after its end`,
+    );
+    return working === null || time === null ? null : Math.max(seconds(end, working)!, time);
+  }
+
   /** SIGTERM to every process still running; one that has not exited 5 s later is killed, and noted. */
   async function stopAll(): Promise<void> {
     await Promise.all(
@@ -346,6 +398,9 @@ async function openStage(shared: Shared, id: string, options: { adminUrl?: strin
     kill,
     terminateConnections,
     connections,
+    inFlight,
+    takenUp,
+    recovery,
     stopAll,
     async close() {
       await stopAll();
@@ -396,7 +451,7 @@ async function waitTerminal(stage: Stage, ids: string[]): Promise<string[]> {
  * When, after `since`, the API answered 2xx and each provider accepted a push that was recorded
  * (null: not both within the run). Each part is noted.
  */
-async function recoveredAt(stage: Stage, since: number): Promise<number | null> {
+async function recoveredAt(stage: Pick<Stage, 'client' | 'observer' | 'applicationId' | 'notes'>, since: number): Promise<number | null> {
   const api = stage.client.successes.filter((time) => time >= since).sort((a, b) => a - b)[0];
   const { rows } = await stage.observer.query<{ platform: string; first: string }>(
     `select platform, (extract(epoch from min(completed_at)) * 1000)::text as first
@@ -566,16 +621,9 @@ const workerKills: Scenario = {
         const next = kill < settings.kills ? stage.start(`work-${kill + 1}`, 'work') : Promise.resolve(null);
         const [successor] = await Promise.all([next, sleep(1000 + Math.random() * 1000)]);
         const killedAt = await stage.kill(victim);
-        // What was in flight at the kill: claimed deliveries not recorded yet, notifications not fanned out.
-        const { rows: [held] } = await stage.observer.query<{ deliveries: string[]; notifications: string[] }>(
-          `select array(select id from deliveries where application_id = $1 and state = 'pending'
-                          and last_attempt_at <= to_timestamp($2::double precision / 1000))::text[] as deliveries,
-                  array(select id from notifications where application_id = $1 and status = 'queued'
-                          and created_at <= to_timestamp($2::double precision / 1000))::text[] as notifications`,
-          [stage.applicationId, killedAt],
-        );
+        const held = await stage.inFlight(killedAt);
         if (held.deliveries.length + held.notifications.length > 0) orphaning += 1;
-        resumed.push(takenUp(stage, killedAt, held.deliveries, held.notifications));
+        resumed.push(stage.takenUp(held, killedAt));
         log(`  a: kill ${kill}/${settings.kills} at ${stage.at(killedAt)}: ${held.deliveries.length} deliveries claimed, ${held.notifications.length} notifications queued`);
         if (successor) victim = successor;
       }
@@ -593,28 +641,12 @@ const workerKills: Scenario = {
     }),
 };
 
-/** Seconds from the kill until every delivery and notification it held has moved on (null: not within the timeout). */
-async function takenUp(stage: Stage, killedAt: number, deliveries: string[], notifications: string[]): Promise<number | null> {
-  const deadline = killedAt + settings.timeoutMs * 2;
-  while (Date.now() < deadline) {
-    const { rows: [left] } = await stage.observer.query<{ count: number }>(
-      `select ((select count(*) from deliveries where id = any($1::uuid[]) and state = 'pending'
-                  and last_attempt_at <= to_timestamp($3::double precision / 1000))
-             + (select count(*) from notifications where id = any($2::uuid[]) and status = 'queued'))::int as count`,
-      [deliveries, notifications, killedAt],
-    );
-    if (left.count === 0) return (Date.now() - killedAt) / 1000;
-    await sleep(200);
-  }
-  return null;
-}
-
 function terminateScenario(id: string, busy: boolean): Scenario {
   const scenario: Scenario = {
     id,
     title: `db connections terminated, ${busy ? 'busy' : 'idle'}`,
     run: (shared) =>
-      withStage(shared, id, scenario.title, { latency: busy ? { min: 5, max: 20 } : null }, async (stage) => {
+      withStage(shared, id, scenario.title, { latency: busy ? { min: 50, max: 200 } : null }, async (stage) => {
         await stage.start('serve', 'serve');
         await stage.start('work', 'work');
         // Warm: provider connections open, statements prepared.
@@ -627,14 +659,16 @@ function terminateScenario(id: string, busy: boolean): Scenario {
           await sleep(2_000);
         }
         const before = await stage.connections();
+        const held = await stage.inFlight(Date.now());
         const faultAt = Date.now();
         const terminated = await stage.terminateConnections();
+        const tracked = stage.takenUp(held, faultAt);
         log(`  ${id}: ${terminated} connections terminated at ${stage.at(faultAt)}`);
         if (!busy) stage.client.startLoad(250, () => randomUsers());
         await sleep(6_000);
         return async () => {
           stage.notes.push(`${terminated} connections terminated (${before} open before); ${await stage.connections()} open at the end`);
-          return seconds(faultAt, await recoveredAt(stage, faultAt));
+          return stage.recovery(held, tracked, faultAt);
         };
       }),
   };
@@ -648,19 +682,21 @@ function restartScenario(id: string, mode: StopMode, cluster: () => Promise<Clus
     title: `db ${mode === 'fast' ? 'restart (pg_ctl -m fast)' : 'crash (pg_ctl -m immediate)'}, ${downMs / 1000} s down`,
     run: async (shared) => {
       const server = await cluster();
-      return withStage(shared, id, scenario.title, { adminUrl: server.adminUrl, latency: { min: 5, max: 20 } }, async (stage) => {
+      return withStage(shared, id, scenario.title, { adminUrl: server.adminUrl, latency: { min: 50, max: 200 } }, async (stage) => {
         await stage.start('start', 'start');
         await stage.start('work', 'work');
         stage.client.startLoad(250, () => randomUsers());
         await sleep(3_000);
+        const held = await stage.inFlight(Date.now());
         const stoppedAt = Date.now();
         await server.stop(mode);
         await sleep(downMs);
         await server.start();
         const faultEnd = Date.now();
+        const tracked = stage.takenUp(held, faultEnd);
         log(`  ${id}: database down from ${stage.at(stoppedAt)} to ${stage.at(faultEnd)}`);
         await sleep(6_000);
-        return async () => seconds(faultEnd, await recoveredAt(stage, faultEnd));
+        return () => stage.recovery(held, tracked, faultEnd);
       });
     },
   };
