@@ -10,14 +10,17 @@
 //   reads 4 times (a notification, its accepted deliveries, an installation, the notification list).
 // It prints each Herald process's resident memory (RSS) and the database connections when started,
 // after the warm-up (the first fifth of the run, at most a minute) and at the end, samples along
-// the way, every answer that was not the expected one by status, and RSS growth from the end of the
-// warm-up to the end (each the median of three samples 5 s apart). Goal: no errors, every
-// notification final, and RSS growth under 10 % per process. Exit 0 whatever the figures (a
-// measurement); non-zero when the run itself failed.
+// the way, every answer that was not the expected one by status, and RSS growth: the median RSS
+// of the last third of the run against that of the first third after the warm-up (RSS is a sawtooth
+// of garbage collections, so two instants say little). Goal: no errors, every notification final,
+// and RSS growth under 10 % per process. Exit 0 whatever the figures (a measurement); non-zero when
+// the run itself failed.
 //
 // Environment (all optional):
 //   SOAK_MINUTES   length of the load (10; fractions allowed, e.g. 0.5)
 //   DATABASE_URL   admin URL of the Postgres server (default postgres://postgres@127.0.0.1:5432/postgres)
+//   SOAK_HERALD_NODE_OPTIONS  NODE_OPTIONS for the Herald processes, e.g. "--max-old-space-size=128" to
+//                  tell a heap that grows until the next major collection from one that leaks
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -229,7 +232,7 @@ type Sample = { at: number; rssKb: (number | null)[]; connections: number; reque
 async function run(): Promise<number> {
   mkdirSync(runDir, { recursive: true });
   log(`Herald soak run, ${new Date().toISOString()}: ${fixed(minutes, minutes < 1 ? 2 : 1)} min; ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}`);
-  log(`logs: ${path.relative(root, runDir)}/`);
+  log(`logs: ${path.relative(root, runDir)}/${env.SOAK_HERALD_NODE_OPTIONS ? `; Herald's NODE_OPTIONS: ${env.SOAK_HERALD_NODE_OPTIONS}` : ''}`);
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'herald-soak-'));
   cleanups.add('temporary folder', async () => rmSync(tmp, { recursive: true, force: true }));
 
@@ -259,6 +262,7 @@ async function run(): Promise<number> {
     HERALD_CREDENTIALS_KEY: credentialsKey.toString('base64'),
     HERALD_SEND_QUOTA: '1000000',
   };
+  if (env.SOAK_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.SOAK_HERALD_NODE_OPTIONS;
   const started = (name: string, args: string[]) => {
     const child = launch(name, herald, args, { cwd: root, env: heraldEnv, logFile: path.join(runDir, `${name.replace(/\s+/g, '-')}.log`) });
     cleanups.add(name, () => child.stop(10_000));
@@ -352,31 +356,38 @@ async function run(): Promise<number> {
     await child.stop(10_000);
   }
 
-  // A garbage collection moves RSS by a few MB either way: each end is the median of three samples (15 s).
-  const afterWarmup = samples.filter((taken) => taken.at - began >= settings.warmupMs).slice(0, 3);
-  const atEnd = [...samples.slice(-2), end];
+  // V8 lets the heap grow until a major collection, so RSS is a sawtooth (about 200-320 MB for
+  // herald start here, a period of minutes): two instants say little. Growth compares the median RSS
+  // of the first and the last third of the run after the warm-up.
+  const measured = [...samples.filter((taken) => taken.at - began >= settings.warmupMs), end];
+  const third = Math.max(1, Math.floor(measured.length / 3));
   const rssOf = (group: Sample[], index: number) => {
     const values = group.map((taken) => taken.rssKb[index]).filter((kb): kb is number => kb !== null);
     return values.length > 0 ? median(values) : null;
   };
-  const fromKb = processes.map((_, index) => rssOf(afterWarmup.length > 0 ? afterWarmup : [baseline!], index));
-  const toKb = processes.map((_, index) => rssOf(atEnd, index));
+  const firstKb = processes.map((_, index) => rssOf(measured.slice(0, third), index));
+  const lastKb = processes.map((_, index) => rssOf(measured.slice(-third), index));
+  const rssAt = (index: number) => measured.map((taken) => taken.rssKb[index]).filter((kb): kb is number => kb !== null);
+  const lowKb = processes.map((_, index) => (rssAt(index).length > 0 ? Math.min(...rssAt(index)) : null));
+  const highKb = processes.map((_, index) => (rssAt(index).length > 0 ? Math.max(...rssAt(index)) : null));
   const growth = processes.map((_, index) => {
-    const from = fromKb[index];
-    const to = toKb[index];
+    const from = firstKb[index];
+    const to = lastKb[index];
     return from && to ? ((to - from) / from) * 100 : Number.NaN;
   });
   const seconds = (end.at - began) / 1000;
   log();
-  log('| process | RSS started | RSS after warm-up | RSS at end | growth | peak RSS |');
-  log('|---|---|---|---|---|---|');
+  log('| process | RSS started | after warm-up | at end | low / high after warm-up | median, first third | median, last third | growth |');
+  log('|---|---|---|---|---|---|---|---|');
   processes.forEach((child, index) => {
     log(
-      `| ${child.name} | ${megabytes(launched.rssKb[index])} | ${megabytes(fromKb[index])} | ${megabytes(toKb[index])} | ` +
-        `${fixed(growth[index], 1)} % | ${megabytes(peaks[index])} |`,
+      `| ${child.name} | ${megabytes(launched.rssKb[index])} | ${megabytes(baseline!.rssKb[index])} | ${megabytes(end.rssKb[index])} | ` +
+        `${megabytes(lowKb[index])} / ${megabytes(highKb[index])} | ` +
+        `${megabytes(firstKb[index])} | ${megabytes(lastKb[index])} | ${fixed(growth[index], 1)} % |`,
     );
   });
   log();
+  log(`peak RSS since start (VmHWM): ${processes.map((child, index) => `${child.name} ${megabytes(peaks[index])}`).join(', ')}`);
   log(`database connections: ${launched.connections} started, ${baseline.connections} after warm-up, ${end.connections} at end`);
   log(
     `requests: ${integer(load.requests)} in ${fixed(seconds / 60, 1)} min (${fixed(load.requests / seconds, 1)}/s): ` +
