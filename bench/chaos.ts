@@ -529,7 +529,18 @@ async function measure(stage: Stage, shared: Shared, title: string, recovery: ()
       `${states.map((row) => `${row.state}${row.reason ? ` (${row.reason})` : ''} ${row.count}`).join(', ') || 'none'}; ` +
       `${attempts.retried} took more than one attempt (at most ${attempts.max})`,
   );
-  if (open.length > 0) notes.push(`not terminal ${settings.timeoutMs / 1000} s after the load: ${open.length}, e.g. ${open[0]}`);
+  if (open.length > 0) {
+    const { rows: pending } = await observer.query<{ platform: string; count: number; attempts: number; last: string | null }>(
+      `select platform, count(*)::int as count, max(attempts)::int as attempts,
+              to_char(max(last_attempt_at), 'HH24:MI:SS') as last
+         from deliveries where application_id = $1 and state = 'pending' group by platform order by platform`,
+      [stage.applicationId],
+    );
+    notes.push(
+      `not terminal ${settings.timeoutMs / 1000} s after the load: ${open.length}, e.g. ${open[0]}; deliveries pending: ` +
+        (pending.map((row) => `${row.platform} ${row.count} (attempts ≤ ${row.attempts}, last at ${row.last ?? 'never'})`).join(', ') || 'none'),
+    );
+  }
 
   // Provider side: accepted pushes per delivery id, this application's notifications only.
   const ours = new Set((await observer.query<{ id: string }>('select id from notifications where application_id = $1', [stage.applicationId])).rows.map((row) => row.id));
