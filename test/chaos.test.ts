@@ -5,7 +5,7 @@
 // faults Herald does not yet recover from within its goal (a killed worker's jobs wait for their
 // heartbeat to go stale; a provider connection that goes silent is never replaced).
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -27,7 +27,10 @@ beforeAll(async () => {
   sims = await startSimulators({ keysDir: null });
   writeFileSync(caFile, sims.endpoints.ca!);
 });
-afterAll(() => sims.stop());
+afterAll(async () => {
+  await sims.stop();
+  rmSync(tmp, { recursive: true, force: true });
+});
 
 type Sent = { key: string; users: string[]; id?: string; acknowledgedAt?: number; by?: string };
 
