@@ -72,3 +72,19 @@ bench-fanout: install
 .PHONY: bench-retention
 bench-retention: install
 	node bench/retention.ts
+
+# The chaos run (bench/chaos.ts): Herald's processes under real faults (worker and API kill -9,
+# database connections terminated, a database restart and crash, providers refusing or silent),
+# one table of what was lost, doubled or stuck and how fast it recovered. Not part of make test: a
+# measurement of a few minutes, exit 0 whatever Herald did (non-zero only when the harness broke).
+# CHAOS_SCENARIOS=a,b1 runs some; logs in reports/chaos/.
+.PHONY: chaos
+chaos: install
+	node bench/chaos.ts
+
+# The soak run (bench/soak.ts): a steady mixed load (installations, sends, events, reads) against
+# `herald start` and a second worker for SOAK_MINUTES (10): errors by status, database connections
+# and each process's RSS at start and end, and RSS growth. Not part of make test; logs in reports/soak/.
+.PHONY: soak
+soak: install
+	node bench/soak.ts

@@ -23,13 +23,12 @@
 //   BENCH_JSON                   also write the figures to this file
 //   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { simulatorKeys, type SimulatorKeys } from '../src/cli/simulate.ts';
+import type { SimulatorKeys } from '../src/cli/simulate.ts';
 import { loadConfig } from '../src/config.ts';
 import { migrate, openOrm } from '../src/db/orm.ts';
 import { createApplication, createToken } from '../src/domain/applications.ts';
@@ -45,19 +44,20 @@ import {
   cpuSecondsOfAll,
   fixed,
   freePort,
+  herald,
   integer,
   launch,
   machineCpu,
   median,
   percentile,
+  root,
   simulatorControl,
+  startSimulatorsProcess,
   statusKb,
   waitForHttp,
-  type Launched,
+  type SimulatorsProcess,
 } from './support.ts';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const herald = path.join(root, 'bin', 'herald');
 
 const env = process.env;
 const numberOf = (name: string, fallback: number) => {
@@ -120,7 +120,7 @@ function cleanup(): Promise<void> {
   return cleaning;
 }
 
-type Simulators = { process: Launched; apns: string; fcm: string; ca: string; caFile: string; keys: SimulatorKeys };
+type Simulators = SimulatorsProcess;
 type Received = { first: Map<string, number>; last: number; firstAt: number; pushes: number; counters: { apns: SimulatorCounters; fcm: SimulatorCounters } };
 
 async function clearSimulators(sims: Simulators): Promise<void> {
@@ -157,20 +157,11 @@ async function readSimulators(sims: Simulators): Promise<Received> {
   return { first, firstAt, last, pushes, counters: { apns: apns.counters, fcm: fcm.counters } };
 }
 
-async function startSimulatorsProcess(dataDir: string): Promise<Simulators> {
-  const caFile = path.join(dataDir, 'ca.pem');
-  // Port 0: the simulators take ephemeral ports and the JSON line names them. Recording stays on:
-  // the latency figures come from the time each push was received.
-  const child = launch('herald simulate', herald, ['simulate', '--apns-port', '0', '--fcm-port', '0', '--ca-file', caFile], {
-    cwd: root,
-    env: { PATH: env.PATH, HOME: env.HOME, HERALD_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
-  });
-  onCleanup('simulators', () => child.stop(10_000));
-  const line = await child.waitForLine((text) => text.startsWith('{'), 30_000);
-  const printed = JSON.parse(line) as { apns: string; fcm: string; caFile: string; keysDir: string };
-  // The keys `simulate` just created in the fresh data folder: the credentials the simulators accept.
-  const keys = simulatorKeys(printed.keysDir);
-  return { process: child, apns: printed.apns, fcm: printed.fcm, ca: readFileSync(printed.caFile, 'utf8'), caFile: printed.caFile, keys };
+async function startSimulators(dataDir: string): Promise<Simulators> {
+  // Recording stays on: the latency figures come from the time each push was received.
+  const sims = await startSimulatorsProcess(dataDir);
+  onCleanup('simulators', () => sims.process.stop(10_000));
+  return sims;
 }
 
 /** The database, its application with both credentials and a server token, and the installations. */
@@ -450,7 +441,7 @@ async function run(): Promise<number> {
     }
   });
 
-  const sims = await startSimulatorsProcess(path.join(tmp, 'simulators'));
+  const sims = await startSimulators(path.join(tmp, 'simulators'));
   const endpoints: ProviderEndpoints = { apns: sims.apns, fcm: sims.fcm, ca: sims.ca };
   log(`simulators: APNs ${sims.apns}, FCM ${sims.fcm} (process ${sims.process.pid}, recording on)`);
 

@@ -1,11 +1,18 @@
-// What the fanout benchmark needs besides its scenario: child processes, the simulators' /__sim
-// control endpoints, CPU and memory figures from /proc, and small statistics.
+// What the benchmarks (fanout, chaos, soak) share besides their scenarios: child processes, the
+// simulators in their own process and their /__sim control endpoints, cleanup in reverse order,
+// CPU and memory figures from /proc, and small statistics. Databases to run on: test/support/seed.ts.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { simulatorKeys, type SimulatorKeys } from '../src/cli/simulate.ts';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const herald = path.join(root, 'bin', 'herald');
 
 export type Launched = {
   name: string;
@@ -22,13 +29,21 @@ export type Launched = {
   stop(graceMs?: number): Promise<void>;
 };
 
-export function launch(name: string, command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): Launched {
+/** `logFile`: every line it writes is also appended there (the evidence of a chaos run). */
+export function launch(
+  name: string,
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; logFile?: string },
+): Launched {
   const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
   if (child.pid === undefined) throw new Error(`${name}: could not start ${command}`);
+  const log = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : null;
   const lines: string[] = [];
   const problems: string[] = [];
   const waiters = new Set<{ match: (line: string) => boolean; resolve: (line: string) => void }>();
   const onLine = (line: string, stdout: boolean) => {
+    log?.write(`${line}\n`);
     lines.push(line);
     if (lines.length > 300) lines.shift();
     if (/^\{.*"level":(4|5|6)\d/.test(line) && problems.length < 1000) problems.push(line);
@@ -44,8 +59,9 @@ export function launch(name: string, command: string, args: string[], options: {
   createInterface({ input: child.stderr! }).on('line', (line) => onLine(line, false));
   let done = false;
   const exit = new Promise<void>((resolve) =>
-    child.once('exit', () => {
+    child.once('exit', (code, signal) => {
       done = true;
+      log?.end(`-- ${name} (pid ${child.pid}) exited: ${code ?? signal} at ${new Date().toISOString()}\n`);
       resolve();
     }),
   );
@@ -110,9 +126,11 @@ export async function waitForHttp(url: string, timeoutMs: number, alive: () => b
 }
 
 /** A request to a simulator's /__sim endpoints (HTTPS, HTTP/1.1, trusting its certificate). */
-export function simulatorControl(base: string, ca: string, method: 'GET' | 'DELETE', path: string): Promise<string> {
+export function simulatorControl(base: string, ca: string, method: 'GET' | 'DELETE' | 'PUT', path: string, body?: unknown): Promise<string> {
   return new Promise((resolve, reject) => {
-    const request = httpsRequest(new URL(path, base), { method, ca, agent: false, timeout: 60_000 }, (response) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers = payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) };
+    const request = httpsRequest(new URL(path, base), { method, ca, headers, agent: false, timeout: 60_000 }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('end', () => {
@@ -124,8 +142,102 @@ export function simulatorControl(base: string, ca: string, method: 'GET' | 'DELE
     });
     request.on('timeout', () => request.destroy(new Error(`${method} ${base}${path} timed out`)));
     request.on('error', reject);
-    request.end();
+    request.end(payload);
   });
+}
+
+export type SimulatorsProcess = { process: Launched; apns: string; fcm: string; ca: string; caFile: string; keys: SimulatorKeys };
+
+/**
+ * `herald simulate` as its own process on ephemeral ports (the JSON line it prints names them), so
+ * that it outlives any Herald process a run kills, and its /__sim endpoints tell what it received.
+ * The caller stops it. `record: false` keeps counters only.
+ */
+export async function startSimulatorsProcess(
+  dataDir: string,
+  options: { record?: boolean; env?: NodeJS.ProcessEnv; logFile?: string } = {},
+): Promise<SimulatorsProcess> {
+  const caFile = path.join(dataDir, 'ca.pem');
+  const args = ['simulate', '--apns-port', '0', '--fcm-port', '0', '--ca-file', caFile, ...(options.record === false ? ['--no-record'] : [])];
+  const env = options.env ?? process.env;
+  const child = launch('herald simulate', herald, args, {
+    cwd: root,
+    env: { PATH: env.PATH, HOME: env.HOME, HERALD_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+    logFile: options.logFile,
+  });
+  try {
+    const line = await child.waitForLine((text) => text.startsWith('{'), 30_000);
+    const printed = JSON.parse(line) as { apns: string; fcm: string; caFile: string; keysDir: string };
+    // The keys `simulate` just created in the fresh data folder: the credentials the simulators accept.
+    const keys = simulatorKeys(printed.keysDir);
+    return { process: child, apns: printed.apns, fcm: printed.fcm, ca: readFileSync(printed.caFile, 'utf8'), caFile: printed.caFile, keys };
+  } catch (error) {
+    await child.stop(5_000);
+    throw error;
+  }
+}
+
+/** Things to close at the end of a run, closed in reverse order whatever happens; run() is idempotent. */
+export function createCleanups(report: (line: string) => void = (line) => process.stderr.write(`${line}\n`)) {
+  const list: { name: string; run: () => Promise<void> }[] = [];
+  let running: Promise<void> | null = null;
+  return {
+    add(name: string, run: () => Promise<void>) {
+      list.push({ name, run });
+    },
+    run(): Promise<void> {
+      running ??= (async () => {
+        for (const { name, run } of list.reverse()) {
+          try {
+            await run();
+          } catch (error) {
+            report(`cleanup (${name}) failed: ${(error as Error).message}`);
+          }
+        }
+      })();
+      return running;
+    },
+  };
+}
+
+
+/** One push a simulator received, with the ids Herald put in it. */
+export type ReceivedPush = { provider: 'apns' | 'fcm'; deliveryId: string | undefined; notificationId: string | undefined; status: number; at: number };
+
+/** Everything both simulators received since their last clear (they must be recording). */
+export async function receivedPushes(sims: SimulatorsProcess): Promise<ReceivedPush[]> {
+  const [apns, fcm] = await Promise.all(
+    [sims.apns, sims.fcm].map(async (base) => JSON.parse(await simulatorControl(base, sims.ca, 'GET', '/__sim/received'))),
+  );
+  if (apns.counters.unrecorded > 0 || fcm.counters.unrecorded > 0) throw new Error('the simulators stopped recording (record limit reached)');
+  type Apns = { payload?: { herald?: { delivery_id?: string; notification_id?: string } }; status: number; at: number };
+  type Fcm = { message?: { data?: { herald_delivery_id?: string; herald_notification_id?: string } }; status: number; at: number };
+  return [
+    ...(apns.received as Apns[]).map((push) => ({
+      provider: 'apns' as const,
+      deliveryId: push.payload?.herald?.delivery_id,
+      notificationId: push.payload?.herald?.notification_id,
+      status: push.status,
+      at: push.at,
+    })),
+    ...(fcm.received as Fcm[]).map((push) => ({
+      provider: 'fcm' as const,
+      deliveryId: push.message?.data?.herald_delivery_id,
+      notificationId: push.message?.data?.herald_notification_id,
+      status: push.status,
+      at: push.at,
+    })),
+  ];
+}
+
+/** Forgets what the simulators received and sets their latency (null: answer at once). */
+export async function resetSimulators(sims: SimulatorsProcess, latency: number | { min: number; max: number } | null = null): Promise<void> {
+  await Promise.all(
+    [sims.apns, sims.fcm].map(async (base) => {
+      await simulatorControl(base, sims.ca, 'DELETE', '/__sim/received');
+      await simulatorControl(base, sims.ca, 'PUT', '/__sim/rules', { rules: [], latency });
+    }),
+  );
 }
 
 const clockTicks = 100;

@@ -57,13 +57,17 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
 
   // pg-boss records a handler's error on the job and retries it; the log says it happened.
   let inFlight = 0;
+  // Jobs whose handler failed because the database went away: pg-boss could not record the failure
+  // then, so they would wait for their heartbeat to lapse (10 s) before a retry. Failed on resume.
+  const cutByOutage = new Map<string, string>();
   const logged = <T extends { notificationId: string }>(queue: string, run: (data: T) => Promise<void>) =>
     async ([job]: { id: string; data: T }[]) => {
       inFlight += 1;
       try {
         await run(job.data);
       } catch (error) {
-        if (!options.outage?.report(error)) {
+        if (options.outage?.report(error)) cutByOutage.set(job.id, queue);
+        else {
           logger.error({ err: error, queue, jobId: job.id, notificationId: job.data.notificationId }, 'job failed; it will be retried');
         }
         throw error;
@@ -101,6 +105,12 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     async resume() {
       if (!paused) return;
       paused = false;
+      for (const [jobId, queue] of cutByOutage) {
+        cutByOutage.delete(jobId);
+        // Only a job still marked active (its failure unrecorded); one already retried is left alone.
+        const job = await boss.getJobById(queue, jobId).catch(() => null);
+        if (job?.state === 'active') await boss.fail(queue, jobId, { message: 'the database went away while it ran' }).catch(() => undefined);
+      }
       await register();
     },
     get inFlight() {

@@ -1,22 +1,54 @@
-// A TCP proxy in front of Postgres that a test can cut (every connection closed, new ones refused)
-// and restore: a database outage without touching the shared test database.
+// A TCP proxy in front of a server (Postgres, a provider simulator) that a test can cut (every
+// connection closed, new ones refused) and restore: an outage without touching the server. Or it
+// can blackhole: connections stay open and carry nothing, either way, like a peer that went
+// silent or a half-open link whose far end vanished; restore() lets new connections through
+// again while the blackholed ones stay hung, as they would after a network partition, until close().
 import net from 'node:net';
 
-export type TcpProxy = { url: string; cut(): Promise<void>; restore(): Promise<void>; close(): Promise<void> };
+export type TcpProxy = {
+  /** The target's URL with the proxy's host and port (no trailing slash is added to a bare origin). */
+  url: string;
+  port: number;
+  cut(): Promise<void>;
+  blackhole(): void;
+  restore(): Promise<void>;
+  close(): Promise<void>;
+};
+
+type Pair = { client: net.Socket; upstream: net.Socket | null; hung: boolean };
 
 export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
   const target = new URL(targetUrl);
-  const sockets = new Set<net.Socket>();
+  const pairs = new Set<Pair>();
+  let silent = false;
+
+  // Silence: stop forwarding, swallow what arrives, and never pass a close on to the other side.
+  const hang = (pair: Pair) => {
+    pair.hung = true;
+    pair.client.unpipe();
+    pair.upstream?.unpipe();
+    for (const socket of [pair.client, pair.upstream]) socket?.on('data', () => undefined);
+  };
   const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port || 5432), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => socket.destroy());
+    const pair: Pair = { client, upstream: null, hung: false };
+    pairs.add(pair);
+    client.on('error', () => client.destroy());
+    client.on('close', () => {
+      if (!pair.hung) pair.upstream?.destroy();
+      if (pair.upstream === null || pair.upstream.destroyed) pairs.delete(pair);
+    });
+    if (silent) {
+      hang(pair);
+      return;
     }
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    pair.upstream = upstream;
+    upstream.on('error', () => upstream.destroy());
+    upstream.on('close', () => {
+      if (!pair.hung) client.destroy();
+      if (client.destroyed) pairs.delete(pair);
+    });
     client.pipe(upstream).pipe(client);
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
   });
   const listen = (port: number) => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   await listen(0);
@@ -24,17 +56,38 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
   const url = new URL(targetUrl);
   url.hostname = '127.0.0.1';
   url.port = String(port);
+  const destroyAll = () => {
+    for (const pair of pairs) {
+      pair.client.destroy();
+      pair.upstream?.destroy();
+    }
+    pairs.clear();
+  };
   const stop = async () => {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    for (const socket of sockets) socket.destroy();
+    destroyAll();
     await closed;
   };
+  const text = url.toString();
   return {
-    url: url.toString(),
-    cut: stop,
-    restore: () => listen(port),
-    close: async () => {
+    url: target.pathname === '/' && !targetUrl.endsWith('/') ? text.replace(/\/$/, '') : text,
+    port,
+    cut: async () => {
+      silent = false;
       if (server.listening) await stop();
+    },
+    blackhole: () => {
+      silent = true;
+      for (const pair of pairs) hang(pair);
+    },
+    restore: async () => {
+      silent = false;
+      if (!server.listening) await listen(port);
+    },
+    close: async () => {
+      silent = false;
+      if (server.listening) await stop();
+      else destroyAll();
     },
   };
 }

