@@ -133,7 +133,7 @@ async function run(config: Config, logger: Logger, options: RunOptions) {
  * and unfinished jobs were handed back (another worker retries them); 4 closing hung past the grace
  * period; 1 an error; 128 + n a second signal n (130 SIGINT, 143 SIGTERM) cut the shutdown short.
  */
-export const exitCodes = { clean: 0, failed: 1, jobsHandedBack: 3, shutdownTimedOut: 4 } as const;
+const exitCodes = { clean: 0, failed: 1, jobsHandedBack: 3, shutdownTimedOut: 4 } as const;
 /** After the grace period: closing pools and the embedded Postgres. */
 const closeAllowanceMs = 3000;
 
