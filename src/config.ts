@@ -42,7 +42,7 @@ const schema = z.object({
   HERALD_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(5),
   // A batch's provider send not answered by then is retried later with a fresh client; well below
   // the deliver job's 120 s expiry, so a hung connection costs seconds, not the job.
-  HERALD_PROVIDER_DEADLINE_SECONDS: z.coerce.number().min(1).max(100).default(10),
+  HERALD_PROVIDER_DEADLINE_SECONDS: z.coerce.number().min(1).max(100).default(5),
   // Pushes sent per provider round trip within a deliver job; each round's outcomes are recorded
   // before the next is sent, so a crash re-sends at most this many pushes per job in flight.
   HERALD_DELIVER_CHUNK_SIZE: z.coerce.number().int().min(1).max(5000).default(100),
