@@ -17,8 +17,8 @@ export function ormConfig(clientUrl: string, poolMax = 10) {
     // Entities are small and always read whole; identity-map bookkeeping is the only cost.
     forceUtcTimezone: true,
     debug: false,
-    // Owned by rate-limiter-flexible (created in a migration, not an entity): never diffed away.
-    schemaGenerator: { skipTables: ['rate_limits'] },
+    // Tables without entities, created in migrations (rate-limiter-flexible's; the job leases): never diffed away.
+    schemaGenerator: { skipTables: ['rate_limits', 'job_leases'] },
     migrations: {
       path: migrationsPath,
       pathTs: migrationsPath,

@@ -2,6 +2,7 @@
 import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
 import type { OutageWatch } from '../db/outage.ts';
+import type { Leases } from './leases.ts';
 import type { Logger } from '../logger.ts';
 import type { ProviderClients } from './clients.ts';
 import { failDeliver, failFanout, runDeliver, runFanout, type DeliverJob, type JobContext } from './jobs.ts';
@@ -18,6 +19,8 @@ export type WorkerOptions = {
   sendDeadlineSeconds: number;
   /** Pushes per provider round trip, recorded before the next round. */
   chunkSize: number;
+  /** Which job this process runs, so that its death hands them back at once (leases.ts). */
+  leases?: Leases;
   /** Errors that mean "the database is down" go here instead of one log line per failed job. */
   outage?: OutageWatch;
 };
@@ -64,6 +67,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     async ([job]: { id: string; data: T }[]) => {
       inFlight += 1;
       try {
+        await options.leases?.take(job.id, queue);
         await run(job.data);
       } catch (error) {
         if (options.outage?.report(error)) cutByOutage.set(job.id, queue);
@@ -72,6 +76,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
         }
         throw error;
       } finally {
+        await options.leases?.release(job.id).catch(() => undefined);
         inFlight -= 1;
         fetchAgainAtOnce(queue);
       }

@@ -1,0 +1,103 @@
+// Job leases: which worker process runs which job. pg-boss notices a dead worker only when its
+// job's heartbeat is stale (10 s at least) plus a supervision pass; a process that dies (kill -9,
+// out of memory) also loses its Postgres session, and with it the advisory lock it held. Every
+// worker sweeps once a second for leases whose holder's lock is gone and hands those jobs back,
+// so another worker retries them within a few seconds.
+import { randomInt } from 'node:crypto';
+import pg from 'pg';
+import type { PgBoss } from 'pg-boss';
+import type { Logger } from '../logger.ts';
+
+export type Leases = {
+  take(jobId: string, queue: string): Promise<void>;
+  release(jobId: string): Promise<void>;
+  stop(): Promise<void>;
+};
+
+/** The first key of every holder's advisory lock (the second is the holder). */
+const lockNamespace = 72_540_302;
+const sweepEveryMs = 1000;
+/**
+ * A holder must be missing this long before its jobs go: a live worker whose lock session was cut
+ * (terminated connections, a database restart) takes its lock again well within it.
+ */
+const missingForMs = 2000;
+
+export async function startLeases(options: { url: string; boss: PgBoss; logger: Logger }): Promise<Leases> {
+  const { boss, logger } = options;
+  const holder = randomInt(1, 2 ** 31 - 1);
+  const pool = new pg.Pool({ connectionString: options.url, max: 2 });
+  pool.on('error', () => undefined);
+  let lock: pg.Client | null = null;
+  let stopped = false;
+
+  // The session that holds the lock lives as long as the process; when it is cut, it is taken again.
+  const hold = async (): Promise<void> => {
+    if (stopped || lock) return;
+    const client = new pg.Client({ connectionString: options.url });
+    client.on('error', () => undefined);
+    client.on('end', () => {
+      if (lock === client) lock = null;
+    });
+    try {
+      await client.connect();
+      await client.query('select pg_advisory_lock($1, $2)', [lockNamespace, holder]);
+      lock = client;
+    } catch {
+      await client.end().catch(() => undefined);
+    }
+  };
+  await hold();
+
+  const missingSince = new Map<number, number>();
+  const sweep = async () => {
+    await hold();
+    const { rows } = await pool.query<{ holder: number }>(
+      `select distinct holder from job_leases
+        where holder not in (select objid::bigint from pg_locks
+                              where locktype = 'advisory' and classid = $1 and objsubid = 2 and granted)`,
+      [lockNamespace],
+    );
+    const now = Date.now();
+    const missing = new Set(rows.map((row) => row.holder));
+    for (const known of missingSince.keys()) if (!missing.has(known)) missingSince.delete(known);
+    for (const gone of missing) {
+      const since = missingSince.get(gone) ?? now;
+      missingSince.set(gone, since);
+      if (now - since < missingForMs) continue;
+      const { rows: jobs } = await pool.query<{ job_id: string; queue: string }>(
+        'delete from job_leases where holder = $1 returning job_id, queue',
+        [gone],
+      );
+      for (const job of jobs) {
+        // Only a job still active is handed back; one pg-boss has already settled is left alone.
+        const current = await boss.getJobById(job.queue, job.job_id);
+        if (current?.state === 'active') await boss.fail(job.queue, job.job_id, { message: 'its worker process died' });
+      }
+      if (jobs.length > 0) logger.warn({ holder: gone, jobs: jobs.length }, 'jobs of a worker that died handed back');
+      missingSince.delete(gone);
+    }
+  };
+  let sweeping = Promise.resolve();
+  const timer = setInterval(() => {
+    // During a database outage the sweep fails like everything else; the outage watch reports it.
+    sweeping = sweeping.then(sweep).catch(() => undefined);
+  }, sweepEveryMs);
+  timer.unref();
+
+  return {
+    async take(jobId, queue) {
+      await pool.query('insert into job_leases (job_id, queue, holder) values ($1, $2, $3) on conflict (job_id) do update set holder = excluded.holder, taken_at = now()', [jobId, queue, holder]);
+    },
+    async release(jobId) {
+      await pool.query('delete from job_leases where job_id = $1 and holder = $2', [jobId, holder]);
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await sweeping;
+      await lock?.end().catch(() => undefined);
+      await pool.end().catch(() => undefined);
+    },
+  };
+}
