@@ -47,9 +47,12 @@ import { createDatabase, seedApplication, userId } from '../test/support/seed.ts
 import { startTcpProxy, type TcpProxy } from '../test/support/tcp-proxy.ts';
 import {
   createCleanups,
+  positiveIntegerFromEnv,
+  runBenchmark,
   fixed,
   freePort,
   herald,
+  heraldEnvironment,
   launch,
   median,
   receivedPushes,
@@ -61,16 +64,11 @@ import {
 } from './support.ts';
 
 const env = process.env;
-const numberOf = (name: string, fallback: number) => {
-  const value = env[name] ? Number(env[name]) : fallback;
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
-  return value;
-};
 const settings = {
   adminUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   scenarios: env.CHAOS_SCENARIOS ? env.CHAOS_SCENARIOS.split(',').map((id) => id.trim()) : null,
-  kills: numberOf('CHAOS_KILLS', 20),
-  timeoutMs: numberOf('CHAOS_TIMEOUT_SECONDS', 60) * 1000,
+  kills: positiveIntegerFromEnv('CHAOS_KILLS', 20),
+  timeoutMs: positiveIntegerFromEnv('CHAOS_TIMEOUT_SECONDS', 60) * 1000,
   /** Users registered per scenario, each with one iOS and one Android installation. */
   users: 1000,
   /** Users per notification: each notification is 2 × this many pushes. */
@@ -246,18 +244,16 @@ async function openStage(shared: Shared, id: string, options: { adminUrl?: strin
   const notes: string[] = [];
   const at = (time: number) => `+${fixed((time - began) / 1000, 1)} s`;
   const heraldEnv = (port: number): NodeJS.ProcessEnv => ({
-    PATH: env.PATH,
-    HOME: env.HOME,
-    DATABASE_URL: database.url,
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    LOG_LEVEL: 'info',
-    HERALD_DATA_DIR: path.join(shared.tmp, 'herald'),
-    HERALD_APNS_ENDPOINT: shared.proxies.apns.url,
-    HERALD_FCM_ENDPOINT: shared.proxies.fcm.url,
-    HERALD_PROVIDER_CA_FILE: shared.sims.caFile,
-    HERALD_CREDENTIALS_KEY: shared.credentialsKey.toString('base64'),
-    HERALD_SEND_QUOTA: '1000000',
+    ...heraldEnvironment({
+      databaseUrl: database.url,
+      port,
+      dataDir: path.join(shared.tmp, 'herald'),
+      apns: shared.proxies.apns.url,
+      fcm: shared.proxies.fcm.url,
+      caFile: shared.sims.caFile,
+      credentialsKey: shared.credentialsKey,
+      logLevel: 'info',
+    }),
     // Small batches: a fault always finds several in flight.
     HERALD_DELIVER_BATCH_SIZE: '25',
     HERALD_WORKER_CONCURRENCY: '2',
@@ -882,22 +878,4 @@ async function run(): Promise<number> {
   return rows.some((row) => row.error) ? 1 : 0;
 }
 
-let exitCode: number;
-let interrupted = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (interrupted) return;
-    interrupted = true;
-    process.stderr.write(`\n${signal}: cleaning up\n`);
-    void cleanups.run().then(() => process.exit(130));
-  });
-}
-try {
-  exitCode = await run();
-} catch (error) {
-  process.stderr.write(`\nchaos: the run failed: ${(error as Error).stack ?? error}\n`);
-  exitCode = 1;
-} finally {
-  await cleanups.run();
-}
-process.exit(exitCode);
+await runBenchmark('chaos', run, cleanups);

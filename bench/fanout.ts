@@ -28,29 +28,30 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { SimulatorKeys } from '../src/cli/simulate.ts';
 import { loadConfig } from '../src/config.ts';
-import { migrate, openOrm } from '../src/db/orm.ts';
-import { createApplication, createToken } from '../src/domain/applications.ts';
-import { setApnsCredentials, setFcmCredentials } from '../src/domain/credentials.ts';
 import type { PushContent } from '../src/domain/payloads.ts';
 import { createLogger } from '../src/logger.ts';
 import { createApnsProvider } from '../src/providers/apns.ts';
 import { createFcmProvider } from '../src/providers/fcm.ts';
 import type { ProviderEndpoints, Push, PushProvider } from '../src/providers/provider.ts';
 import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
+import { androidToken, createDatabase, iosToken, seedApplication, userId } from '../test/support/seed.ts';
 import {
+  createCleanups,
   cpuSeconds,
   cpuSecondsOfAll,
   fixed,
   freePort,
   herald,
+  heraldEnvironment,
   integer,
   launch,
   machineCpu,
   median,
   percentile,
+  positiveIntegerFromEnv,
   root,
+  runBenchmark,
   simulatorControl,
   startSimulatorsProcess,
   statusKb,
@@ -58,20 +59,14 @@ import {
   type SimulatorsProcess,
 } from './support.ts';
 
-
 const env = process.env;
-const numberOf = (name: string, fallback: number) => {
-  const value = env[name] ? Number(env[name]) : fallback;
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
-  return value;
-};
 const settings = {
-  users: numberOf('BENCH_USERS', 10_000),
-  notifications: numberOf('BENCH_NOTIFICATIONS', 20),
-  recipients: numberOf('BENCH_RECIPIENTS', 500),
-  idleNotifications: numberOf('BENCH_IDLE_NOTIFICATIONS', 20),
-  rounds: numberOf('BENCH_ROUNDS', 5),
-  timeoutMs: numberOf('BENCH_TIMEOUT_SECONDS', 180) * 1000,
+  users: positiveIntegerFromEnv('BENCH_USERS', 10_000),
+  notifications: positiveIntegerFromEnv('BENCH_NOTIFICATIONS', 20),
+  recipients: positiveIntegerFromEnv('BENCH_RECIPIENTS', 500),
+  idleNotifications: positiveIntegerFromEnv('BENCH_IDLE_NOTIFICATIONS', 20),
+  rounds: positiveIntegerFromEnv('BENCH_ROUNDS', 5),
+  timeoutMs: positiveIntegerFromEnv('BENCH_TIMEOUT_SECONDS', 180) * 1000,
   /** Quiet time between two idle-phase notifications. */
   idleGapMs: 250,
   warmupNotifications: 2,
@@ -99,26 +94,9 @@ const pushContent: PushContent = {
 const silent = createLogger('silent');
 const megabytes = (kb: number | null) => (kb === null ? 'n/a' : `${integer(kb / 1024)} MB`);
 const log = (line = '') => process.stdout.write(`${line}\n`);
-const userId = (n: number) => `user-${n}`;
-const iosToken = (n: number) => `${n.toString(16).padStart(8, '0')}${'a1'.repeat(28)}`;
-const androidToken = (n: number) => `fcm-${n}:APA91b${'x'.repeat(120)}`;
 
 // Everything the run opened, closed in reverse order whatever happens.
-const cleanups: { name: string; run: () => Promise<void> }[] = [];
-const onCleanup = (name: string, run: () => Promise<void>) => cleanups.push({ name, run });
-let cleaning: Promise<void> | null = null;
-function cleanup(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const { name, run } of cleanups.reverse()) {
-      try {
-        await run();
-      } catch (error) {
-        process.stderr.write(`cleanup (${name}) failed: ${(error as Error).message}\n`);
-      }
-    }
-  })();
-  return cleaning;
-}
+const cleanups = createCleanups();
 
 type Simulators = SimulatorsProcess;
 type Received = { first: Map<string, number>; last: number; firstAt: number; pushes: number; counters: { apns: SimulatorCounters; fcm: SimulatorCounters } };
@@ -160,48 +138,8 @@ async function readSimulators(sims: Simulators): Promise<Received> {
 async function startSimulators(dataDir: string): Promise<Simulators> {
   // Recording stays on: the latency figures come from the time each push was received.
   const sims = await startSimulatorsProcess(dataDir);
-  onCleanup('simulators', () => sims.process.stop(10_000));
+  cleanups.add('simulators', () => sims.process.stop(10_000));
   return sims;
-}
-
-/** The database, its application with both credentials and a server token, and the installations. */
-async function prepareDatabase(url: string, key: Buffer, keys: SimulatorKeys): Promise<{ applicationId: string; token: string; installations: number }> {
-  const orm = await openOrm(url, 2);
-  let applicationId: string;
-  let token: string;
-  try {
-    await migrate(orm);
-    const em = orm.em.fork();
-    const application = await createApplication(em, 'Fanout benchmark');
-    applicationId = application.id;
-    await setApnsCredentials(em, applicationId, keys.apns, key);
-    await setFcmCredentials(em, applicationId, keys.fcm, key);
-    token = (await createToken(em, { applicationId, name: 'bench', abilities: ['*'] })).plaintext;
-  } finally {
-    await orm.close();
-  }
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    // Registration speed is not what is measured: one statement, then fresh statistics.
-    const users = Array.from({ length: settings.users }, (_, index) => index + 1);
-    const device = JSON.stringify({ app_version: '1.0.0', os_version: null, model: null, locale: 'en-US', timezone: 'UTC' });
-    const inserted = await client.query(
-      `insert into installations
-         (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
-          registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
-       select gen_random_uuid(), $1, i.platform || '-' || i.n, i.platform, i.token, 'active', 'authorized', i.user_id, $2::jsonb,
-              now(), now(), now(), now()
-         from (select n, 'ios' as platform, ios_token as token, user_id from unnest($3::int[], $4::text[], $5::text[]) as u(n, ios_token, user_id)
-               union all
-               select n, 'android', android_token, user_id from unnest($3::int[], $6::text[], $5::text[]) as u(n, android_token, user_id)) i`,
-      [applicationId, device, users, users.map(iosToken), users.map(userId), users.map(androidToken)],
-    );
-    await client.query('analyze installations');
-    return { applicationId, token, installations: inserted.rowCount ?? 0 };
-  } finally {
-    await client.end();
-  }
 }
 
 type Ceiling = { run(): Promise<number>; close(): Promise<void> };
@@ -412,7 +350,6 @@ async function run(): Promise<number> {
   const adminUrl = env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const stamp = new Date().toISOString().replace(/\D/g, '').slice(0, 17);
   const database = `herald_bench_${stamp}`;
-  const url = Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
   const expected = settings.notifications * settings.recipients * 2;
 
   log(`Herald fanout benchmark, ${new Date().toISOString()}`);
@@ -422,51 +359,24 @@ async function run(): Promise<number> {
   );
 
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'herald-bench-'));
-  onCleanup('temporary folder', async () => rmSync(tmp, { recursive: true, force: true }));
+  cleanups.add('temporary folder', async () => rmSync(tmp, { recursive: true, force: true }));
 
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`create database "${database}"`);
-  } finally {
-    await admin.end();
-  }
-  onCleanup('database', async () => {
-    const client = new pg.Client({ connectionString: adminUrl });
-    await client.connect();
-    try {
-      await client.query(`drop database if exists "${database}" with (force)`);
-    } finally {
-      await client.end();
-    }
-  });
+  const { url, drop } = await createDatabase(adminUrl, database);
+  cleanups.add('database', drop);
 
   const sims = await startSimulators(path.join(tmp, 'simulators'));
   const endpoints: ProviderEndpoints = { apns: sims.apns, fcm: sims.fcm, ca: sims.ca };
   log(`simulators: APNs ${sims.apns}, FCM ${sims.fcm} (process ${sims.process.pid}, recording on)`);
 
   const credentialsKey = randomBytes(32);
-  const prepared = await prepareDatabase(url, credentialsKey, sims.keys);
+  const prepared = await seedApplication(url, { name: 'Fanout benchmark', credentialsKey, keys: sims.keys, users: settings.users });
   log(`registered ${integer(prepared.installations)} installations (${integer(settings.users)} users × iOS + Android)`);
 
   const perPlatform = settings.notifications * settings.recipients;
 
   // (b) Herald as its own process, pointed at the simulators.
   const port = await freePort();
-  const heraldEnv: NodeJS.ProcessEnv = {
-    PATH: env.PATH,
-    HOME: env.HOME,
-    DATABASE_URL: url,
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    LOG_LEVEL: 'warn',
-    HERALD_DATA_DIR: path.join(tmp, 'herald'),
-    HERALD_APNS_ENDPOINT: sims.apns,
-    HERALD_FCM_ENDPOINT: sims.fcm,
-    HERALD_PROVIDER_CA_FILE: sims.caFile,
-    HERALD_CREDENTIALS_KEY: credentialsKey.toString('base64'),
-    HERALD_SEND_QUOTA: '1000000',
-  };
+  const heraldEnv = heraldEnvironment({ databaseUrl: url, port, dataDir: path.join(tmp, 'herald'), ...sims, credentialsKey });
   for (const name of ['HERALD_WORKER_CONCURRENCY', 'HERALD_DELIVER_BATCH_SIZE', 'HERALD_DB_POOL_MAX']) {
     if (env[name]) heraldEnv[name] = env[name];
   }
@@ -474,7 +384,7 @@ async function run(): Promise<number> {
   const heraldConfig = loadConfig(heraldEnv);
   const queueSchema = heraldConfig.HERALD_QUEUE_SCHEMA;
   const server = launch('herald start', herald, ['start', '--no-simulate'], { cwd: root, env: heraldEnv });
-  onCleanup('herald', () => server.stop());
+  cleanups.add('herald', () => server.stop());
   await waitForHttp(`http://127.0.0.1:${port}/readyz`, 60_000, () => !server.exited());
   log(
     `herald: process ${server.pid} on port ${port}; worker concurrency ${heraldConfig.HERALD_WORKER_CONCURRENCY}, ` +
@@ -484,8 +394,8 @@ async function run(): Promise<number> {
 
   const startRssKb = statusKb(server.pid, 'VmRSS');
   const pool = new pg.Pool({ connectionString: url, max: 2 });
-  onCleanup('pool', () => pool.end());
-  const client = api(port, prepared.token);
+  cleanups.add('pool', () => pool.end());
+  const client = api(port, prepared.serverToken);
   const recipients = (index: number) =>
     Array.from({ length: settings.recipients }, (_, offset) => userId(((index * settings.recipients + offset) % settings.users) + 1));
   const alive = () => !server.exited();
@@ -554,7 +464,7 @@ async function run(): Promise<number> {
   // (a) and (b) alternate, one ceiling run then one Herald round, so that whatever else the machine
   // does meanwhile weighs on both alike; each pair gives a ratio. Herald sits idle during (a).
   const ceiling = await openCeiling(sims, endpoints, perPlatform, perPlatform);
-  onCleanup('ceiling providers', () => ceiling.close());
+  cleanups.add('ceiling providers', () => ceiling.close());
   const rounds: (Awaited<ReturnType<typeof loadRound>> & { ceiling: number; ceilingOthers: number; ratio: number; rssKb: number | null })[] = [];
   for (let round = 0; round < settings.rounds; round++) {
     const before = cpuSnapshot(server.pid, sims.process.pid);
@@ -693,28 +603,4 @@ async function run(): Promise<number> {
   return 0;
 }
 
-let exitCode: number;
-let interrupted = false;
-for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
-  process.on(event, (error) => {
-    process.stderr.write(`\nbench-fanout: ${event}: ${(error as Error)?.stack ?? error}\n`);
-    void cleanup().then(() => process.exit(1));
-  });
-}
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (interrupted) return;
-    interrupted = true;
-    process.stderr.write(`\n${signal}: cleaning up\n`);
-    void cleanup().then(() => process.exit(130));
-  });
-}
-try {
-  exitCode = await run();
-} catch (error) {
-  process.stderr.write(`\nbench-fanout: the run failed: ${(error as Error).stack ?? error}\n`);
-  exitCode = 1;
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+await runBenchmark('bench-fanout', run, cleanups);

@@ -45,22 +45,17 @@ import { startBoss } from '../src/fanout/queue.ts';
 import { createApp } from '../src/http/app.ts';
 import { loadDocument } from '../src/http/document.ts';
 import { createLogger } from '../src/logger.ts';
-import { cpuSeconds, fixed, integer, machineCpu, percentile } from './support.ts';
+import { cpuSeconds, createCleanups, fixed, integer, machineCpu, percentile, positiveIntegerFromEnv, runBenchmark } from './support.ts';
 
 const env = process.env;
-const numberOf = (name: string, fallback: number) => {
-  const value = env[name] ? Number(env[name]) : fallback;
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
-  return value;
-};
 const settings = {
-  deliveries: numberOf('BENCH_DELIVERIES', 2_000_000),
-  perNotification: numberOf('BENCH_PER_NOTIFICATION', 1000),
-  recentDeliveries: numberOf('BENCH_RECENT_DELIVERIES', 200_000),
-  sendRate: numberOf('BENCH_SEND_RATE', 20),
-  windowSeconds: numberOf('BENCH_WINDOW_SECONDS', 5),
-  leadSeconds: numberOf('BENCH_LEAD_SECONDS', 10),
-  batchSize: numberOf('BENCH_BATCH_SIZE', retentionBatchSize),
+  deliveries: positiveIntegerFromEnv('BENCH_DELIVERIES', 2_000_000),
+  perNotification: positiveIntegerFromEnv('BENCH_PER_NOTIFICATION', 1000),
+  recentDeliveries: positiveIntegerFromEnv('BENCH_RECENT_DELIVERIES', 200_000),
+  sendRate: positiveIntegerFromEnv('BENCH_SEND_RATE', 20),
+  windowSeconds: positiveIntegerFromEnv('BENCH_WINDOW_SECONDS', 5),
+  leadSeconds: positiveIntegerFromEnv('BENCH_LEAD_SECONDS', 10),
+  batchSize: positiveIntegerFromEnv('BENCH_BATCH_SIZE', retentionBatchSize),
   retentionDays: 30,
 };
 
@@ -68,21 +63,7 @@ const log = (line = '') => process.stdout.write(`${line}\n`);
 const silent = createLogger('silent');
 
 // Everything the run opened, closed in reverse order whatever happens.
-const cleanups: { name: string; run: () => Promise<void> }[] = [];
-const onCleanup = (name: string, run: () => Promise<void>) => cleanups.push({ name, run });
-let cleaning: Promise<void> | null = null;
-function cleanup(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const { name, run } of cleanups.reverse()) {
-      try {
-        await run();
-      } catch (error) {
-        process.stderr.write(`cleanup (${name}) failed: ${(error as Error).message}\n`);
-      }
-    }
-  })();
-  return cleaning;
-}
+const cleanups = createCleanups();
 
 type Seeded = { old: { notifications: number; deliveries: number; events: number; keys: number }; recent: { notifications: number; deliveries: number } };
 
@@ -276,7 +257,7 @@ async function run(): Promise<number> {
   } finally {
     await admin.end();
   }
-  onCleanup('database', async () => {
+  cleanups.add('database', async () => {
     const client = new pg.Client({ connectionString: adminUrl });
     await client.connect();
     try {
@@ -288,7 +269,7 @@ async function run(): Promise<number> {
 
   // The API as `herald serve` composes it (service.ts), on its own port.
   const apiOrm = await openOrm(url, 10);
-  onCleanup('api orm', () => apiOrm.close());
+  cleanups.add('api orm', () => apiOrm.close());
   await migrate(apiOrm);
   const em = apiOrm.em.fork();
   const application = await createApplication(em, 'Retention benchmark');
@@ -304,9 +285,9 @@ async function run(): Promise<number> {
   );
 
   const boss = await startBoss(url, silent, { worker: false });
-  onCleanup('job queue', () => boss.stop({ graceful: false }));
+  cleanups.add('job queue', () => boss.stop({ graceful: false }));
   const limiterPool = new pg.Pool({ connectionString: url, max: 4 });
-  onCleanup('rate-limit pool', () => limiterPool.end());
+  cleanups.add('rate-limit pool', () => limiterPool.end());
   const app = createApp({
     orm: apiOrm,
     boss,
@@ -320,7 +301,7 @@ async function run(): Promise<number> {
   const server = await new Promise<Server>((resolve, reject) => {
     const listening = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(listening)));
   });
-  onCleanup('api server', () => new Promise<void>((resolve) => server.close(() => resolve())));
+  cleanups.add('api server', () => new Promise<void>((resolve) => server.close(() => resolve())));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const body = JSON.stringify({
     recipients: { user_ids: Array.from({ length: 10 }, (_, index) => `user-${index + 1}`) },
@@ -346,7 +327,7 @@ async function run(): Promise<number> {
 
   // Retention as the maintenance job runs it, with its own pool (a worker process's).
   const workerOrm = await openOrm(url, 2);
-  onCleanup('worker orm', () => workerOrm.close());
+  cleanups.add('worker orm', () => workerOrm.close());
 
   log(
     `sends: ${settings.sendRate}/s, open loop, throughout; retention: ${integer(settings.batchSize)} rows per statement (as in production), ` +
@@ -354,7 +335,7 @@ async function run(): Promise<number> {
   );
   const monitor = new pg.Client({ connectionString: url });
   await monitor.connect();
-  onCleanup('monitor connection', () => monitor.end());
+  cleanups.add('monitor connection', () => monitor.end());
   let phase: Phase = 'lead';
   const cpu: Record<'baseline' | 'deleting', Cores> = {
     baseline: { seconds: 0, bench: 0, postgres: 0, busy: 0 },
@@ -480,28 +461,4 @@ async function run(): Promise<number> {
   return 0;
 }
 
-let exitCode: number;
-let interrupted = false;
-for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
-  process.on(event, (error) => {
-    process.stderr.write(`\nbench-retention: ${event}: ${(error as Error)?.stack ?? error}\n`);
-    void cleanup().then(() => process.exit(1));
-  });
-}
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (interrupted) return;
-    interrupted = true;
-    process.stderr.write(`\n${signal}: cleaning up\n`);
-    void cleanup().then(() => process.exit(130));
-  });
-}
-try {
-  exitCode = await run();
-} catch (error) {
-  process.stderr.write(`\nbench-retention: the run failed: ${(error as Error).stack ?? error}\n`);
-  exitCode = 1;
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+await runBenchmark('bench-retention', run, cleanups);

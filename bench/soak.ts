@@ -30,9 +30,11 @@ import pg from 'pg';
 import { createDatabase, seedApplication, userId } from '../test/support/seed.ts';
 import {
   createCleanups,
+  runBenchmark,
   fixed,
   freePort,
   herald,
+  heraldEnvironment,
   integer,
   launch,
   median,
@@ -248,20 +250,7 @@ async function run(): Promise<number> {
   cleanups.add('observer', () => observer.end());
 
   const port = await freePort();
-  const heraldEnv: NodeJS.ProcessEnv = {
-    PATH: env.PATH,
-    HOME: env.HOME,
-    DATABASE_URL: database.url,
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    LOG_LEVEL: 'warn',
-    HERALD_DATA_DIR: path.join(tmp, 'herald'),
-    HERALD_APNS_ENDPOINT: sims.apns,
-    HERALD_FCM_ENDPOINT: sims.fcm,
-    HERALD_PROVIDER_CA_FILE: sims.caFile,
-    HERALD_CREDENTIALS_KEY: credentialsKey.toString('base64'),
-    HERALD_SEND_QUOTA: '1000000',
-  };
+  const heraldEnv = heraldEnvironment({ databaseUrl: database.url, port, dataDir: path.join(tmp, 'herald'), ...sims, credentialsKey });
   if (env.SOAK_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.SOAK_HERALD_NODE_OPTIONS;
   const started = (name: string, args: string[]) => {
     const child = launch(name, herald, args, { cwd: root, env: heraldEnv, logFile: path.join(runDir, `${name.replace(/\s+/g, '-')}.log`) });
@@ -416,22 +405,4 @@ async function run(): Promise<number> {
   return 0;
 }
 
-let exitCode: number;
-let interrupted = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (interrupted) return;
-    interrupted = true;
-    process.stderr.write(`\n${signal}: cleaning up\n`);
-    void cleanups.run().then(() => process.exit(130));
-  });
-}
-try {
-  exitCode = await run();
-} catch (error) {
-  process.stderr.write(`\nsoak: the run failed: ${(error as Error).stack ?? error}\n`);
-  exitCode = 1;
-} finally {
-  await cleanups.run();
-}
-process.exit(exitCode);
+await runBenchmark('soak', run, cleanups);

@@ -200,6 +200,71 @@ export function createCleanups(report: (line: string) => void = (line) => proces
   };
 }
 
+/** A positive whole number from the environment, or `fallback` when the variable is unset. */
+export function positiveIntegerFromEnv(name: string, fallback: number): number {
+  const value = process.env[name] ? Number(process.env[name]) : fallback;
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
+  return value;
+}
+
+/** The environment of a Herald process on `databaseUrl` that pushes to the simulators. */
+export function heraldEnvironment(options: {
+  databaseUrl: string;
+  port: number;
+  dataDir: string;
+  apns: string;
+  fcm: string;
+  caFile: string;
+  credentialsKey: Buffer;
+  logLevel?: string;
+}): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    DATABASE_URL: options.databaseUrl,
+    HOST: '127.0.0.1',
+    PORT: String(options.port),
+    LOG_LEVEL: options.logLevel ?? 'warn',
+    HERALD_DATA_DIR: options.dataDir,
+    HERALD_APNS_ENDPOINT: options.apns,
+    HERALD_FCM_ENDPOINT: options.fcm,
+    HERALD_PROVIDER_CA_FILE: options.caFile,
+    HERALD_CREDENTIALS_KEY: options.credentialsKey.toString('base64'),
+    HERALD_SEND_QUOTA: '1000000',
+  };
+}
+
+/**
+ * A benchmark's main: runs it, cleans up whatever happens (a failure, a stray error, SIGINT or
+ * SIGTERM), and exits with its code (1 on a failure, 130 on a signal).
+ */
+export async function runBenchmark(name: string, run: () => Promise<number>, cleanups: { run(): Promise<void> }): Promise<never> {
+  let interrupted = false;
+  for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
+    process.on(event, (error) => {
+      process.stderr.write(`\n${name}: ${event}: ${(error as Error)?.stack ?? error}\n`);
+      void cleanups.run().then(() => process.exit(1));
+    });
+  }
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (interrupted) return;
+      interrupted = true;
+      process.stderr.write(`\n${signal}: cleaning up\n`);
+      void cleanups.run().then(() => process.exit(130));
+    });
+  }
+  let exitCode: number;
+  try {
+    exitCode = await run();
+  } catch (error) {
+    process.stderr.write(`\n${name}: the run failed: ${(error as Error).stack ?? error}\n`);
+    exitCode = 1;
+  } finally {
+    await cleanups.run();
+  }
+  process.exit(exitCode);
+}
 
 /** One push a simulator received, with the ids Herald put in it. */
 export type ReceivedPush = { provider: 'apns' | 'fcm'; deliveryId: string | undefined; notificationId: string | undefined; status: number; at: number };
