@@ -15,7 +15,6 @@ import { createSendLimiter } from './domain/rate-limits.ts';
 import { createProviderClients, type ProviderClients } from './fanout/clients.ts';
 import { startMaintenance } from './fanout/maintenance.ts';
 import { startBoss } from './fanout/queue.ts';
-import { startLeases, type Leases } from './fanout/leases.ts';
 import { startWorkers, type Workers } from './fanout/worker.ts';
 import { createApp } from './http/app.ts';
 import { loadDocument } from './http/document.ts';
@@ -140,10 +139,8 @@ export async function startService(
   });
   const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA, outage });
   let clients: ProviderClients | null = null;
-  let leases: Leases | null = null;
   if (roles.worker) {
     clients = createProviderClients({ key, endpoints, logger });
-    leases = await startLeases({ url: database.url, boss, logger });
     workers = await startWorkers({
       orm: database.orm,
       boss,
@@ -152,9 +149,9 @@ export async function startService(
       concurrency: config.HERALD_WORKER_CONCURRENCY,
       batchSize: config.HERALD_DELIVER_BATCH_SIZE,
       sendDeadlineSeconds: config.HERALD_PROVIDER_DEADLINE_SECONDS,
+      queueSchema: config.HERALD_QUEUE_SCHEMA,
       chunkSize: config.HERALD_DELIVER_CHUNK_SIZE,
       outage,
-      leases,
     });
     await startMaintenance(boss, database.orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
   }
@@ -190,7 +187,7 @@ export async function startService(
     // worker retries them (their deliveries are still pending), and its pool closes.
     await boss.stop({ graceful: true, timeout: graceMs });
     const released = workers?.inFlight ?? 0;
-    await leases?.stop();
+    await workers?.stop();
     await closed;
     await clients?.close();
     await limiterPool?.end();

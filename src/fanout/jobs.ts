@@ -220,7 +220,7 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
         content,
         expiresAt: expiry,
       }));
-      const outcomes = await push(db, context, job, client, pushes);
+      const outcomes = await sendChunk(db, context, job, client, pushes);
       await record(db, context, job, settle(notification, part, outcomes));
     }
   }
@@ -230,7 +230,7 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
 const noAttempt = (): Attempt => ({ results: [], invalidations: [], retry: [], retryAfter: 0 });
 
 /** One provider round trip, bounded by the deadline; the client's and the credential's health follow it. */
-async function push(db: EntityManager, context: JobContext, job: DeliverJob, client: ProviderClient, pushes: Push[]): Promise<PushOutcome[]> {
+async function sendChunk(db: EntityManager, context: JobContext, job: DeliverJob, client: ProviderClient, pushes: Push[]): Promise<PushOutcome[]> {
   const failAll = (reason: string) => pushes.map((push): PushOutcome => ({ deliveryId: push.deliveryId, kind: 'transient', reason }));
   let outcomes: PushOutcome[];
   try {

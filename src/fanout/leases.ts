@@ -11,6 +11,12 @@ import type { Logger } from '../logger.ts';
 export type Leases = {
   take(jobId: string, queue: string): Promise<void>;
   release(jobId: string): Promise<void>;
+  /**
+   * After a database outage: this process's leases on jobs it no longer runs. Their handlers failed
+   * while pg-boss could not record it (nor the lease be released), so they are handed back now
+   * rather than after their heartbeat lapses.
+   */
+  handBackOrphans(running: ReadonlySet<string>): Promise<void>;
   stop(): Promise<void>;
 };
 
@@ -23,8 +29,8 @@ const sweepEveryMs = 1000;
  */
 const missingForMs = 2000;
 
-export async function startLeases(options: { url: string; boss: PgBoss; logger: Logger }): Promise<Leases> {
-  const { boss, logger } = options;
+export async function startLeases(options: { url: string; boss: PgBoss; queueSchema: string; logger: Logger }): Promise<Leases> {
+  const { boss, logger, queueSchema } = options;
   const holder = randomInt(1, 2 ** 31 - 1);
   const pool = new pg.Pool({ connectionString: options.url, max: 2 });
   pool.on('error', () => undefined);
@@ -49,14 +55,28 @@ export async function startLeases(options: { url: string; boss: PgBoss; logger: 
   };
   await hold();
 
+  // Deletes the leases `where` selects; the jobs still active among them fail, so pg-boss retries them.
+  const handBack = async (where: string, params: unknown[], reason: string): Promise<number> => {
+    const { rows } = await pool.query<{ job_id: string; queue: string }>(
+      `delete from job_leases where queue_schema = $1 and ${where} returning job_id, queue`,
+      [queueSchema, ...params],
+    );
+    for (const job of rows) {
+      // A job pg-boss has already settled (completed, retried) is left alone.
+      const current = await boss.getJobById(job.queue, job.job_id);
+      if (current?.state === 'active') await boss.fail(job.queue, job.job_id, { message: reason });
+    }
+    return rows.length;
+  };
+
   const missingSince = new Map<number, number>();
   const sweep = async () => {
     await hold();
     const { rows } = await pool.query<{ holder: number }>(
       `select distinct holder from job_leases
-        where holder not in (select objid::bigint from pg_locks
+        where queue_schema = $2 and holder not in (select objid::bigint from pg_locks
                               where locktype = 'advisory' and classid = $1 and objsubid = 2 and granted)`,
-      [lockNamespace],
+      [lockNamespace, queueSchema],
     );
     const now = Date.now();
     const missing = new Set(rows.map((row) => row.holder));
@@ -65,16 +85,8 @@ export async function startLeases(options: { url: string; boss: PgBoss; logger: 
       const since = missingSince.get(gone) ?? now;
       missingSince.set(gone, since);
       if (now - since < missingForMs) continue;
-      const { rows: jobs } = await pool.query<{ job_id: string; queue: string }>(
-        'delete from job_leases where holder = $1 returning job_id, queue',
-        [gone],
-      );
-      for (const job of jobs) {
-        // Only a job still active is handed back; one pg-boss has already settled is left alone.
-        const current = await boss.getJobById(job.queue, job.job_id);
-        if (current?.state === 'active') await boss.fail(job.queue, job.job_id, { message: 'its worker process died' });
-      }
-      if (jobs.length > 0) logger.warn({ holder: gone, jobs: jobs.length }, 'jobs of a worker that died handed back');
+      const jobs = await handBack('holder = $2', [gone], 'its worker process died');
+      if (jobs > 0) logger.warn({ holder: gone, jobs }, 'jobs of a worker that died handed back');
       missingSince.delete(gone);
     }
   };
@@ -87,10 +99,17 @@ export async function startLeases(options: { url: string; boss: PgBoss; logger: 
 
   return {
     async take(jobId, queue) {
-      await pool.query('insert into job_leases (job_id, queue, holder) values ($1, $2, $3) on conflict (job_id) do update set holder = excluded.holder, taken_at = now()', [jobId, queue, holder]);
+      await pool.query(
+        `insert into job_leases (job_id, queue_schema, queue, holder) values ($1, $2, $3, $4)
+         on conflict (job_id) do update set holder = excluded.holder, taken_at = now()`,
+        [jobId, queueSchema, queue, holder],
+      );
     },
     async release(jobId) {
       await pool.query('delete from job_leases where job_id = $1 and holder = $2', [jobId, holder]);
+    },
+    async handBackOrphans(running) {
+      await handBack('holder = $2 and job_id <> all($3::uuid[])', [holder, [...running]], 'the database went away while it ran');
     },
     async stop() {
       stopped = true;

@@ -2,7 +2,7 @@
 import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
 import type { OutageWatch } from '../db/outage.ts';
-import type { Leases } from './leases.ts';
+import { startLeases } from './leases.ts';
 import type { Logger } from '../logger.ts';
 import type { ProviderClients } from './clients.ts';
 import { failDeliver, failFanout, runDeliver, runFanout, type DeliverJob, type JobContext } from './jobs.ts';
@@ -17,10 +17,10 @@ export type WorkerOptions = {
   concurrency: number;
   batchSize: number;
   sendDeadlineSeconds: number;
+  /** pg-boss's schema (HERALD_QUEUE_SCHEMA): whose job leases are this deployment's. */
+  queueSchema: string;
   /** Pushes per provider round trip, recorded before the next round. */
   chunkSize: number;
-  /** Which job this process runs, so that its death hands them back at once (leases.ts). */
-  leases?: Leases;
   /** Errors that mean "the database is down" go here instead of one log line per failed job. */
   outage?: OutageWatch;
 };
@@ -31,6 +31,8 @@ export type Workers = {
   resume(): Promise<void>;
   /** Fanout and deliver jobs whose handler is still running (at shutdown: handed back if > 0). */
   readonly inFlight: number;
+  /** After the queue has stopped: closes the leases. */
+  stop(): Promise<void>;
 };
 
 const workerQueues = [queues.fanout, queues.deliver, queues.fanoutFailed, queues.deliverFailed];
@@ -58,26 +60,26 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     }
   };
 
-  // pg-boss records a handler's error on the job and retries it; the log says it happened.
-  let inFlight = 0;
-  // Jobs whose handler failed because the database went away: pg-boss could not record the failure
-  // then, so they would wait for their heartbeat to lapse (10 s) before a retry. Failed on resume.
-  const cutByOutage = new Map<string, string>();
+  // Which job this process runs is leased (leases.ts): if the process dies, the others hand its
+  // jobs back within seconds instead of after pg-boss's 10 s heartbeat.
+  const leases = await startLeases({ url: orm.config.get('clientUrl')!, boss, queueSchema: options.queueSchema, logger });
+  const running = new Set<string>();
+  // pg-boss records a handler's error on the job and retries it; the log says it happened (an
+  // outage is said once, by the watch).
   const logged = <T extends { notificationId: string }>(queue: string, run: (data: T) => Promise<void>) =>
     async ([job]: { id: string; data: T }[]) => {
-      inFlight += 1;
+      running.add(job.id);
       try {
-        await options.leases?.take(job.id, queue);
+        await leases.take(job.id, queue);
         await run(job.data);
       } catch (error) {
-        if (options.outage?.report(error)) cutByOutage.set(job.id, queue);
-        else {
+        if (!options.outage?.report(error)) {
           logger.error({ err: error, queue, jobId: job.id, notificationId: job.data.notificationId }, 'job failed; it will be retried');
         }
         throw error;
       } finally {
-        await options.leases?.release(job.id).catch(() => undefined);
-        inFlight -= 1;
+        running.delete(job.id);
+        await leases.release(job.id).catch(() => undefined);
         fetchAgainAtOnce(queue);
       }
     };
@@ -110,16 +112,12 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     async resume() {
       if (!paused) return;
       paused = false;
-      for (const [jobId, queue] of cutByOutage) {
-        cutByOutage.delete(jobId);
-        // Only a job still marked active (its failure unrecorded); one already retried is left alone.
-        const job = await boss.getJobById(queue, jobId).catch(() => null);
-        if (job?.state === 'active') await boss.fail(queue, jobId, { message: 'the database went away while it ran' }).catch(() => undefined);
-      }
+      await leases.handBackOrphans(running).catch((error) => logger.error({ err: error }, 'handing back the jobs cut by the outage failed'));
       await register();
     },
     get inFlight() {
-      return inFlight;
+      return running.size;
     },
+    stop: () => leases.stop(),
   };
 }

@@ -27,18 +27,17 @@ export async function startPipeline(
   const endpoints: ProviderEndpoints = { apns: apns.sim.url, fcm: fcm.sim.url, ca: `${apns.sim.ca}\n${fcm.sim.ca}` };
   const workerBoss: PgBoss = await startBoss(harness.url, silentLogger, { worker: true, schema: queueSchema });
   const clients: ProviderClients = createProviderClients({ key: credentialsKey, endpoints, logger: silentLogger });
-  if (options.workers !== false) {
-    await startWorkers({
-      orm: harness.orm,
-      boss: workerBoss,
-      clients,
-      logger: silentLogger,
-      concurrency: 4,
-      batchSize: options.batchSize ?? 50,
-      sendDeadlineSeconds: options.sendDeadlineSeconds ?? 30,
-      chunkSize: options.chunkSize ?? 100,
-    });
-  }
+  const workers = options.workers === false ? null : await startWorkers({
+    orm: harness.orm,
+    boss: workerBoss,
+    clients,
+    logger: silentLogger,
+    concurrency: 4,
+    batchSize: options.batchSize ?? 50,
+    sendDeadlineSeconds: options.sendDeadlineSeconds ?? 30,
+    queueSchema,
+    chunkSize: options.chunkSize ?? 100,
+  });
 
   const pipeline = {
     harness,
@@ -102,6 +101,7 @@ export async function startPipeline(
 
     async close() {
       await workerBoss.stop({ graceful: false, close: true });
+      await workers?.stop();
       await clients.close();
       await apns.sim.stop();
       await fcm.sim.stop();
