@@ -102,3 +102,13 @@ test('when the starter stops first, the others answer 503, log the outage once, 
   expect(await stop(attached)).toBe(0);
   expect(await stop(again)).toBe(0);
 }, 120_000);
+
+test('a SIGTERM during start-up is honoured once start-up is done: the Postgres it started is stopped, not orphaned', async () => {
+  const herald = await startHerald(['serve'], env, (line) => line.includes('embedded Postgres started'));
+  started.push(herald);
+  expect(await stop(herald)).toBe(0);
+  // Its cluster is gone: the next process starts one of its own rather than attaching.
+  const next = await serve();
+  expect(next.logs.some((line) => line.includes('embedded Postgres started'))).toBe(true);
+  expect(await stop(next)).toBe(0);
+}, 120_000);

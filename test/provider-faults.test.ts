@@ -2,7 +2,9 @@
 // expiry), its pushes retried with a fresh client, and the credential shows the provider
 // unreachable meanwhile, without ever being called unhealthy (a network fault is not a bad key).
 import { ProviderCredential } from '../src/domain/entities.ts';
+import { createProviderClients } from '../src/fanout/clients.ts';
 import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
+import { silentLogger } from './support/simulators.ts';
 
 let pipeline: Pipeline;
 
@@ -48,3 +50,24 @@ test('a hung provider: the batch gives up after the deadline, the push is retrie
   const healed = await credentialOf(app.id);
   expect([healed.unreachableSince, healed.unhealthySince]).toEqual([null, null]);
 }, 60_000);
+
+test('a client whose batches cannot reach the provider three times in a row is replaced; one that reaches it again is kept', async () => {
+  const app = await pipeline.newApplication();
+  const clients = createProviderClients({ key: pipeline.credentialsKey, endpoints: pipeline.endpoints, logger: silentLogger });
+  const em = () => pipeline.harness.orm.em.fork();
+  try {
+    const first = (await clients.get(em(), app.id, 'fcm'))!;
+    clients.report(first, 'unreachable');
+    clients.report(first, 'unreachable');
+    clients.report(first, 'reached');
+    clients.report(first, 'unreachable');
+    clients.report(first, 'unreachable');
+    expect(await clients.get(em(), app.id, 'fcm')).toBe(first);
+    clients.report(first, 'unreachable');
+    const second = (await clients.get(em(), app.id, 'fcm'))!;
+    expect(second).not.toBe(first);
+    expect(second.credentialId).toBe(first.credentialId);
+  } finally {
+    await clients.close();
+  }
+});
