@@ -38,13 +38,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { migrate, openOrm, type Orm } from '../src/db/orm.ts';
 import { createApplication, createToken } from '../src/domain/applications.ts';
-import { createSendLimiter } from '../src/domain/rate-limits.ts';
+import { createSendLimiter } from '../src/http/send-limiter.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
-import { retentionBatchSize, runMaintenance } from '../src/fanout/maintenance.ts';
-import { startBoss } from '../src/fanout/queue.ts';
+import { retentionBatchSize, runMaintenance } from '../src/worker/maintenance.ts';
+import { fanoutEnqueuer, startBoss } from '../src/worker/queue.ts';
 import { createApp } from '../src/http/app.ts';
 import { loadDocument } from '../src/http/document.ts';
-import { createLogger } from '../src/logger.ts';
+import { createLogger } from '../src/logging/logger.ts';
 import { cpuSeconds, createCleanups, fixed, integer, machineCpu, percentile, positiveIntegerFromEnv, runBenchmark } from './support.ts';
 
 const env = process.env;
@@ -290,7 +290,7 @@ async function run(): Promise<number> {
   cleanups.add('rate-limit pool', () => limiterPool.end());
   const app = createApp({
     orm: apiOrm,
-    boss,
+    enqueueFanout: fanoutEnqueuer(boss),
     logger: silent,
     document: loadDocument(),
     bodyLimit: '1mb',

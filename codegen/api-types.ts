@@ -7,6 +7,7 @@ const document = new URL('../openapi/openapi.yaml', import.meta.url);
 const output = new URL('../src/generated/api.ts', import.meta.url);
 
 const ast = await openapiTS(document, {
+  enumValues: true,
   transform(_schema, options) {
     // JsonValue contains arrays of itself, which TypeScript cannot resolve in the interface this
     // tool emits ("referenced directly or indirectly in its own type annotation"): it is `unknown`

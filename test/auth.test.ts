@@ -3,7 +3,7 @@
 import request from 'supertest';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { revokeToken } from '../src/domain/applications.ts';
-import { ApiToken } from '../src/domain/entities.ts';
+import { ApiToken } from '../src/db/entities.ts';
 import { abilities, clientAbilities, parseToken } from '../src/domain/tokens.ts';
 import { insertDelivery } from './support/deliveries.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';

@@ -126,7 +126,7 @@ test('rotate-key re-encrypts every credential under the new key, or changes noth
   const { migrate, openOrm } = await import('../src/db/orm.ts');
   const { createApplication } = await import('../src/domain/applications.ts');
   const { openCredential, setApnsCredentials, setFcmCredentials } = await import('../src/domain/credentials.ts');
-  const { ProviderCredential } = await import('../src/domain/entities.ts');
+  const { ProviderCredential } = await import('../src/db/entities.ts');
   const { ecKeyPair, rsaKeyPair } = await import('./support/simulators.ts');
 
   // Its own database: a rotation re-encrypts every credential stored, other test files' too.

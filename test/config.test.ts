@@ -1,7 +1,7 @@
 // The environment is checked once at start: HERALD_CREDENTIALS_KEY must be a real key when it is
 // set at all, since a wrong one would only show when a worker tries to open credentials.
 import { randomBytes } from 'node:crypto';
-import { loadConfig } from '../src/config.ts';
+import { loadConfig } from '../src/service/config.ts';
 
 const validKey = randomBytes(32).toString('base64');
 

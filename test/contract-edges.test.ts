@@ -3,7 +3,7 @@
 import express from 'express';
 import request from 'supertest';
 import { revokeToken } from '../src/domain/applications.ts';
-import { ApiToken } from '../src/domain/entities.ts';
+import { ApiToken } from '../src/db/entities.ts';
 import { errorHandler, lastResortHandler } from '../src/http/errors.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';

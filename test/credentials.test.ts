@@ -11,8 +11,8 @@ import {
   upgradeSealedCredentials,
   type Provider,
 } from '../src/domain/credentials.ts';
-import { ProviderCredential } from '../src/domain/entities.ts';
-import { createLogger } from '../src/logger.ts';
+import { ProviderCredential } from '../src/db/entities.ts';
+import { createLogger } from '../src/logging/logger.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 import { startHerald } from './support/processes.ts';
 import { ecKeyPair, rsaKeyPair } from './support/simulators.ts';

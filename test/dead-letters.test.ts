@@ -1,5 +1,5 @@
 // Jobs that fail for good still close their notification: nothing stays queued or pending forever.
-import { failDeliver, failFanout } from '../src/fanout/jobs.ts';
+import { failDeliver, failFanout } from '../src/worker/jobs.ts';
 import { insertDelivery } from './support/deliveries.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 import request from 'supertest';

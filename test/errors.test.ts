@@ -5,7 +5,7 @@ import type { Request } from 'express';
 import request from 'supertest';
 import { loadDocument } from '../src/http/document.ts';
 import { fieldName, toHttpError } from '../src/http/errors.ts';
-import { createLogger } from '../src/logger.ts';
+import { createLogger } from '../src/logging/logger.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
 let harness: Harness;

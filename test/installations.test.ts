@@ -2,7 +2,7 @@
 // PUT (create / full replace), PATCH, GET, DELETE, every limit at its edge, a race of first
 // registrations, and isolation between applications.
 import request from 'supertest';
-import { Installation } from '../src/domain/entities.ts';
+import { Installation } from '../src/db/entities.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
 let harness: Harness;

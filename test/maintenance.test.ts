@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import request from 'supertest';
-import { loadConfig } from '../src/config.ts';
+import { loadConfig } from '../src/service/config.ts';
 import { deleteExpiredIdempotencyKeys } from '../src/domain/notifications.ts';
 import { deleteExpired, type RetentionBatch, type RetentionOptions } from '../src/domain/retention.ts';
-import { queues } from '../src/fanout/queue.ts';
-import { finishedJobSeconds, startMaintenance } from '../src/fanout/maintenance.ts';
+import { queues } from '../src/worker/queue.ts';
+import { finishedJobSeconds, startMaintenance } from '../src/worker/maintenance.ts';
 import { countRows } from './support/deliveries.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 

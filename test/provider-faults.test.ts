@@ -1,8 +1,8 @@
 // A provider that stops answering: the batch is given up at the send deadline (not at the job's
 // expiry), its pushes retried with a fresh client, and the credential shows the provider
 // unreachable meanwhile, without ever being called unhealthy (a network fault is not a bad key).
-import { ProviderCredential } from '../src/domain/entities.ts';
-import { createProviderClients } from '../src/fanout/clients.ts';
+import { ProviderCredential } from '../src/db/entities.ts';
+import { createProviderClients } from '../src/worker/clients.ts';
 import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
 import { silentLogger } from './support/simulators.ts';
 

@@ -386,6 +386,11 @@ export type NotificationPage = {
 };
 
 /**
+ * A field of the notification left out of a push that could not fit with it.
+ */
+export type DroppedField = 'image_url' | 'action_url';
+
+/**
  * `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
  * (the provider's, or `expired`, `provider_credentials`, `provider unreachable`...);
  * `skipped` with a reason (`permission_denied`, `permission_not_determined`,
@@ -434,7 +439,7 @@ export type Delivery = {
          * `…` could not fit with them; empty when nothing was left out.
          *
          */
-        dropped: Array<'image_url' | 'action_url'>;
+        dropped: Array<DroppedField>;
     } | null;
     created_at: string;
     last_attempt_at: string | null;

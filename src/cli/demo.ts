@@ -1,7 +1,7 @@
 // First start of a fresh database: an application to try Herald with, its two tokens, and (with
 // the simulators) provider credentials, so that a first notification goes all the way through.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../config.ts';
+import type { Config } from '../service/config.ts';
 import { createApplication, createToken, listApplications } from '../domain/applications.ts';
 import { setApnsCredentials, setFcmCredentials } from '../domain/credentials.ts';
 import { allAbilities, clientAbilities } from '../domain/tokens.ts';

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { loadConfig, type Config } from '../config.ts';
+import { loadConfig, type Config } from '../service/config.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   createApplication,
@@ -23,8 +23,8 @@ import {
 import { credentialsKeyForm, decodeCredentialsKey } from '../domain/credentials-key.ts';
 import { setSendPolicy } from '../domain/rate-limits.ts';
 import { abilities, allAbilities, clientAbilities, isAbility } from '../domain/tokens.ts';
-import { createLogger, type Logger } from '../logger.ts';
-import { openDatabase, resolveCredentialsKey, startService } from '../service.ts';
+import { createLogger, type Logger } from '../logging/logger.ts';
+import { openDatabase, resolveCredentialsKey, startService } from '../service/service.ts';
 import { ensureDemoApplication } from './demo.ts';
 import { startSimulators } from './simulate.ts';
 

@@ -5,7 +5,8 @@
 import { generateKeyPairSync, createPublicKey } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { ApnsCredentials, FcmCredentials, ProviderEndpoints } from '../providers/provider.ts';
+import type { ProviderEndpoints } from '../providers/provider.ts';
+import type { ApnsCredentials, FcmCredentials } from '../domain/credentials.ts';
 import { startApnsSimulator, type ApnsSimulator } from '../providers/simulators/apns-simulator.ts';
 import type { Latency } from '../providers/simulators/common.ts';
 import { startFcmSimulator, type FcmSimulator } from '../providers/simulators/fcm-simulator.ts';

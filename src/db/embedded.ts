@@ -2,7 +2,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../logging/logger.ts';
 
 export type EmbeddedDatabase = { url: string; stop(): Promise<void> };
 

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { defineConfig, MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import pg from 'pg';
-import { entities } from '../domain/entities.ts';
+import { entities } from './entities.ts';
 
 const migrationsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 

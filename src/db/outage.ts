@@ -1,6 +1,6 @@
 // A database outage as workers live it: one log line when it starts, one when it ends, and in
 // between no claiming and no retry storm, only a probe with a backoff.
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../logging/logger.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
 
 export type OutageWatch = {

@@ -1,6 +1,6 @@
 // Applications and their tokens: issued and revoked by the CLI, checked on every request.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ApiToken, Application } from './entities.ts';
+import { ApiToken, Application } from '../db/entities.ts';
 import { isUuid } from './ids.ts';
 import { generateToken, hashSecret, isAbility, parseToken, secretMatches } from './tokens.ts';
 

@@ -3,9 +3,22 @@
 import { createCipheriv, createDecipheriv, createPrivateKey, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
-import type { Logger } from '../logger.ts';
-import type { ApnsCredentials, FcmCredentials } from '../providers/provider.ts';
-import { ProviderCredential } from './entities.ts';
+import type { Logger } from '../logging/logger.ts';
+import { ProviderCredential } from '../db/entities.ts';
+
+export type ApnsCredentials = {
+  /** PEM of the .p8 signing key. */
+  key: string;
+  keyId: string;
+  teamId: string;
+  bundleId: string;
+  sandbox: boolean;
+};
+
+export type FcmCredentials = {
+  /** The service account JSON (project_id, client_email, private_key...). */
+  serviceAccount: { project_id: string; client_email: string; private_key: string; [key: string]: unknown };
+};
 
 export type Provider = ProviderCredential['provider'];
 export type ProviderSecrets = { apns: ApnsCredentials; fcm: FcmCredentials };

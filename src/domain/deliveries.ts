@@ -2,7 +2,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
-import { Delivery } from './entities.ts';
+import { Delivery } from '../db/entities.ts';
 import { findNotification } from './notifications.ts';
 
 export type DeliveryView = components['schemas']['Delivery'];

@@ -1,6 +1,6 @@
 // The rules of fanout and delivery, free of I/O so that they can be tested directly: who gets a
 // push, how long a push may wait, how retries back off, and what a notification ends as.
-import type { Notification } from './entities.ts';
+import type { Notification } from '../db/entities.ts';
 import type { PushContent } from './payloads.ts';
 
 export type Candidate = {

@@ -3,15 +3,13 @@
 import { LockMode, UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { notFound } from './errors.ts';
-import { Installation, type DeviceDetails } from './entities.ts';
+import { providerIdentifierType } from './platforms.ts';
+import { Installation, type DeviceDetails } from '../db/entities.ts';
 
 type Schemas = components['schemas'];
 export type InstallationInput = Schemas['InstallationPut'];
 export type InstallationPatch = Schemas['InstallationPatch'];
 export type InstallationView = Schemas['Installation'];
-export type Platform = Installation['platform'];
-
-export const providerIdentifierType = { ios: 'apns_token', android: 'fcm_token' } as const;
 
 const deviceFields = ['app_version', 'os_version', 'model', 'locale', 'timezone'] as const;
 
@@ -121,10 +119,10 @@ export function installationView(installation: Installation): InstallationView {
   return {
     id: installation.id,
     installation_id: installation.installationId,
-    platform: installation.platform as InstallationView['platform'],
-    provider_identifier_type: providerIdentifierType[installation.platform as keyof typeof providerIdentifierType],
-    status: installation.status as InstallationView['status'],
-    permission: installation.permission as InstallationView['permission'],
+    platform: installation.platform,
+    provider_identifier_type: providerIdentifierType[installation.platform],
+    status: installation.status,
+    permission: installation.permission,
     device: deviceDetails(installation.device),
     registered_at: installation.registeredAt.toISOString(),
     last_seen_at: installation.lastSeenAt.toISOString(),

@@ -2,20 +2,22 @@
 // enqueue) and reading notifications with statistics derived from their delivery rows.
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { PgBoss } from 'pg-boss';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../generated/api.ts';
-import { enqueueFanout } from '../fanout/queue.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { conflict, notFound, validationFailed, type FieldErrors } from './errors.ts';
-import { Notification } from './entities.ts';
+import { Notification } from '../db/entities.ts';
 import { isUuid } from './ids.ts';
-import { payloadProblems, type PushContent } from './payloads.ts';
+import { payloadProblems, pushContent } from './payloads.ts';
 
 type Schemas = components['schemas'];
 export type SendRequest = Schemas['NotificationSend'];
 export type NotificationView = Schemas['Notification'];
 export type Statistics = Schemas['Statistics'];
+
+export type FanoutJob = { notificationId: string; applicationId: string };
+/** Enqueues a notification's fanout in the caller's transaction: a rollback drops the job too. */
+export type EnqueueFanout = (tx: EntityManager, job: FanoutJob) => Promise<void>;
 
 /** How long an Idempotency-Key protects against a duplicate send. */
 export const idempotencyWindowHours = 24;
@@ -65,7 +67,7 @@ export type SendInput = {
  */
 export async function sendNotification(
   em: EntityManager,
-  boss: PgBoss,
+  enqueueFanout: EnqueueFanout,
   input: SendInput,
 ): Promise<{ notification: Notification; accepted: boolean }> {
   const { applicationId, request, idempotencyKey } = input;
@@ -98,7 +100,7 @@ export async function sendNotification(
       userIds: request.recipients.user_ids,
     });
     await tx.flush();
-    await enqueueFanout(boss, tx, { notificationId: id, applicationId });
+    await enqueueFanout(tx, { notificationId: id, applicationId });
     return { notification, originalId: null };
   });
   if (result.notification) return { notification: result.notification, accepted: true };
@@ -230,24 +232,10 @@ export async function statisticsFor(em: EntityManager, notificationIds: string[]
   return statistics;
 }
 
-/** What the notification shows and carries, as sent: the API echoes it, the providers receive it. */
-export function pushContent(notification: Notification): Required<PushContent> & Pick<NotificationView, 'notification'> {
-  return {
-    notification: {
-      title: notification.title ?? null,
-      body: notification.body ?? null,
-      image_url: notification.imageUrl ?? null,
-      action_url: notification.actionUrl ?? null,
-    },
-    data: notification.data,
-    options: notification.options,
-  };
-}
-
 export function notificationView(notification: Notification, statistics: Statistics = zeroStatistics): NotificationView {
   return {
     id: notification.id,
-    status: notification.status as NotificationView['status'],
+    status: notification.status,
     ...pushContent(notification),
     target_users: notification.userIds.length,
     statistics,

@@ -2,14 +2,27 @@
 // payload limit (fitToPlatform: the fanout records the cut per delivery, the deliver jobs push
 // exactly the cut content); only what cannot be cut (data, options, overrides) too large for a
 // provider is refused at send time (payloadProblems, 422).
+import type { Notification, Truncation } from '../db/entities.ts';
 import type { components } from '../generated/api.ts';
+import type { Platform } from './platforms.ts';
 
 type Send = components['schemas']['NotificationSend'];
 export type PushContent = Pick<Send, 'notification' | 'data' | 'options'>;
 export type PushIds = { deliveryId: string; notificationId: string };
-export type Platform = 'ios' | 'android';
-/** How a platform's push was cut to fit: recorded on each delivery, null when it was sent whole. */
-export type Truncation = NonNullable<components['schemas']['Delivery']['truncation']>;
+
+/** What the notification shows and carries, as sent: the API echoes it, the providers receive it. */
+export function pushContent(notification: Notification): Required<PushContent> & Pick<components['schemas']['Notification'], 'notification'> {
+  return {
+    notification: {
+      title: notification.title ?? null,
+      body: notification.body ?? null,
+      image_url: notification.imageUrl ?? null,
+      action_url: notification.actionUrl ?? null,
+    },
+    data: notification.data,
+    options: notification.options,
+  };
+}
 type DroppableUrl = Truncation['dropped'][number];
 type JsonObject = Record<string, unknown>;
 

@@ -1,12 +1,9 @@
-// Per-application send quotas: a fixed window per application, counted in Postgres so that every
-// API process shares it (rate-limiter-flexible's Postgres store).
+// Per-application send quotas: each application's policy (quota per window), or the service's
+// default. The API counts sends against it (http/send-limiter.ts).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type pg from 'pg';
-import { RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
-import { Application } from './entities.ts';
+import { Application } from '../db/entities.ts';
 
 export type SendPolicy = { quota: number; windowSeconds: number };
-export type SendAllowance = SendPolicy & { allowed: boolean; remaining: number; resetSeconds: number };
 
 export async function sendPolicy(em: EntityManager, applicationId: string, fallback: SendPolicy): Promise<SendPolicy> {
   const application = await em.findOne(Application, { id: applicationId }, { fields: ['sendQuota', 'sendWindowSeconds'] });
@@ -22,59 +19,4 @@ export async function setSendPolicy(em: EntityManager, applicationId: string, po
     { id: applicationId },
     { sendQuota: policy?.quota ?? null, sendWindowSeconds: policy?.windowSeconds ?? null },
   );
-}
-
-export type SendLimiter = {
-  /** Takes one send from the window, or reports that none is left. */
-  consume(applicationId: string, policy: SendPolicy): Promise<SendAllowance>;
-  /** What is left, without taking anything (answers that send nothing still announce it). */
-  peek(applicationId: string, policy: SendPolicy): Promise<SendAllowance>;
-  /** Gives back a send that did not happen after all (a concurrent duplicate that became a replay). */
-  refund(applicationId: string, policy: SendPolicy): Promise<void>;
-};
-
-export function createSendLimiter(pool: pg.Pool): SendLimiter {
-  // One limiter per distinct policy; they share the table, keyed by policy and application so a
-  // changed policy starts a fresh window.
-  const limiters = new Map<string, RateLimiterPostgres>();
-  const limiterFor = (policy: SendPolicy) => {
-    const name = `send:${policy.quota}:${policy.windowSeconds}`;
-    let limiter = limiters.get(name);
-    if (!limiter) {
-      limiter = new RateLimiterPostgres({
-        storeClient: pool,
-        storeType: 'pool',
-        tableName: 'rate_limits',
-        tableCreated: true,
-        keyPrefix: name,
-        points: policy.quota,
-        duration: policy.windowSeconds,
-      });
-      limiters.set(name, limiter);
-    }
-    return limiter;
-  };
-  const allowance = (policy: SendPolicy, res: RateLimiterRes | null, allowed: boolean): SendAllowance => ({
-    ...policy,
-    allowed,
-    remaining: res ? Math.max(0, res.remainingPoints) : policy.quota,
-    resetSeconds: res ? Math.max(0, Math.ceil(res.msBeforeNext / 1000)) : policy.windowSeconds,
-  });
-  return {
-    async consume(applicationId, policy) {
-      try {
-        return allowance(policy, await limiterFor(policy).consume(applicationId), true);
-      } catch (rejection) {
-        if (rejection instanceof RateLimiterRes) return allowance(policy, rejection, false);
-        throw rejection;
-      }
-    },
-    async peek(applicationId, policy) {
-      const res = await limiterFor(policy).get(applicationId);
-      return allowance(policy, res, (res?.remainingPoints ?? policy.quota) > 0);
-    },
-    async refund(applicationId, policy) {
-      await limiterFor(policy).reward(applicationId, 1);
-    },
-  };
 }

@@ -540,6 +540,11 @@ export interface components {
             };
         };
         /**
+         * @description A field of the notification left out of a push that could not fit with it.
+         * @enum {string}
+         */
+        DroppedField: "image_url" | "action_url";
+        /**
          * @description `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
          *     (the provider's, or `expired`, `provider_credentials`, `provider unreachable`...);
          *     `skipped` with a reason (`permission_denied`, `permission_not_determined`,
@@ -579,7 +584,7 @@ export interface components {
                  * @description Left out of this push, in this order, only when even the title and body cut to
                  *     `…` could not fit with them; empty when nothing was left out.
                  */
-                dropped: ("image_url" | "action_url")[];
+                dropped: components["schemas"]["DroppedField"][];
             } | null;
             /** Format: date-time */
             created_at: string;
@@ -1549,3 +1554,21 @@ export interface operations {
         };
     };
 }
+type FlattenedDeepRequired<T> = {
+    [K in keyof T]-?: FlattenedDeepRequired<T[K] extends unknown[] | undefined | null ? Extract<T[K], unknown[]>[number] : T[K]>;
+};
+type ReadonlyArray<T> = [
+    Exclude<T, undefined>
+] extends [
+    unknown[]
+] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
+export const platformValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Platform"]> = ["ios", "android"];
+export const permissionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Permission"]> = ["unknown", "not_determined", "authorized", "provisional", "ephemeral", "denied"];
+export const installationProvider_identifier_typeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["provider_identifier_type"]> = ["apns_token", "fcm_token"];
+export const installationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["status"]> = ["active", "invalid"];
+export const notificationOptionsPriorityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationOptions"]["priority"]> = ["normal", "high"];
+export const notificationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Notification"]["status"]> = ["queued", "processing", "completed", "partial", "failed"];
+export const droppedFieldValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DroppedField"]> = ["image_url", "action_url"];
+export const deliveryStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeliveryState"]> = ["pending", "accepted", "failed", "skipped"];
+export const eventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventType"]> = ["received", "displayed", "opened", "dismissed"];
+export const healthStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthStatus"]["status"]> = ["ok", "unavailable"];

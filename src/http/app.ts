@@ -3,13 +3,14 @@ import express, { type Express, type Request } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import helmet from 'helmet';
 import { pinoHttp } from 'pino-http';
-import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
-import type { Logger } from '../logger.ts';
+import type { EnqueueFanout } from '../domain/notifications.ts';
+import type { Logger } from '../logging/logger.ts';
 import { authorize } from './auth.ts';
 import { readJsonBody } from './body.ts';
 import { notFound } from '../domain/errors.ts';
-import type { SendLimiter, SendPolicy } from '../domain/rate-limits.ts';
+import type { SendPolicy } from '../domain/rate-limits.ts';
+import type { SendLimiter } from './send-limiter.ts';
 import { errorHandler, lastResortHandler } from './errors.ts';
 import { announceQuotaOnError, sendQuota } from './rate-limit.ts';
 import { eventsRouter } from './routes/events.ts';
@@ -19,7 +20,7 @@ import { systemRouter } from './routes/system.ts';
 
 export type AppOptions = {
   orm: Orm;
-  boss: PgBoss;
+  enqueueFanout: EnqueueFanout;
   logger: Logger;
   document: Record<string, unknown>;
   bodyLimit: string;
@@ -36,7 +37,7 @@ function requestId(req: Request): string {
 }
 
 export function createApp(options: AppOptions): Express {
-  const { orm, boss, logger, document } = options;
+  const { orm, logger, document } = options;
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
@@ -76,7 +77,7 @@ export function createApp(options: AppOptions): Express {
   app.use(systemRouter(orm, document));
   app.use(installationsRouter(orm));
   const quota = sendQuota(orm, options.sendLimiter, options.defaultSendPolicy);
-  app.use(notificationsRouter(orm, boss, quota));
+  app.use(notificationsRouter(orm, options.enqueueFanout, quota));
   app.use(eventsRouter(orm));
   // A documented path without a handler (never in a release) still answers in the error body.
   app.use((_req, _res, next) => next(notFound()));

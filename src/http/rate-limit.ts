@@ -4,7 +4,8 @@
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Orm } from '../db/orm.ts';
 import { HttpError, messages } from '../domain/errors.ts';
-import { sendPolicy, type SendAllowance, type SendLimiter, type SendPolicy } from '../domain/rate-limits.ts';
+import { sendPolicy, type SendPolicy } from '../domain/rate-limits.ts';
+import type { SendAllowance, SendLimiter } from './send-limiter.ts';
 import { principalOf } from './auth.ts';
 
 export type SendQuota = {

@@ -4,8 +4,9 @@ import { setImmediate } from 'node:timers/promises';
 import apn from '@parse/node-apn';
 import { apnsPayload } from '../domain/payloads.ts';
 import { isUuid } from '../domain/ids.ts';
-import type { Logger } from '../logger.ts';
-import type { ApnsCredentials, ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
+import type { Logger } from '../logging/logger.ts';
+import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
+import type { ApnsCredentials } from '../domain/credentials.ts';
 import { createLimiter, networkReason, summarize, unusableProvider } from './support.ts';
 
 export type ApnsProviderOptions = {

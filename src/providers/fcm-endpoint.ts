@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { createSign } from 'node:crypto';
-import type { FcmCredentials } from './provider.ts';
+import type { FcmCredentials } from '../domain/credentials.ts';
 
 const fcmAuthority = 'https://fcm.googleapis.com';
 

@@ -4,9 +4,10 @@ import { randomUUID } from 'node:crypto';
 import { cert, deleteApp, initializeApp, type App } from 'firebase-admin/app';
 import { getMessaging, type Messaging, type TokenMessage } from 'firebase-admin/messaging';
 import { fcmMessage } from '../domain/payloads.ts';
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../logging/logger.ts';
 import { endpointCredential, fcmEndpointRoute, type EndpointRoute } from './fcm-endpoint.ts';
-import type { FcmCredentials, ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
+import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
+import type { FcmCredentials } from '../domain/credentials.ts';
 import { createLimiter, networkReason, parseRetryAfter, summarize, unusableProvider } from './support.ts';
 
 export type FcmProviderOptions = {

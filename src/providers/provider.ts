@@ -26,20 +26,6 @@ export interface PushProvider {
   close(): Promise<void>;
 }
 
-export type ApnsCredentials = {
-  /** PEM of the .p8 signing key. */
-  key: string;
-  keyId: string;
-  teamId: string;
-  bundleId: string;
-  sandbox: boolean;
-};
-
-export type FcmCredentials = {
-  /** The service account JSON (project_id, client_email, private_key...). */
-  serviceAccount: { project_id: string; client_email: string; private_key: string; [key: string]: unknown };
-};
-
 /** Where the providers are: the real ones, or local simulators (tests, demo, benchmark). */
 export type ProviderEndpoints = {
   /** e.g. `https://127.0.0.1:2197`; unset: api.push.apple.com / api.sandbox.push.apple.com. */

@@ -2,6 +2,8 @@
 // falls, what is dropped, and what is still refused at send time.
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
+import type { Truncation } from '../../src/db/entities.ts';
+import type { Platform } from '../../src/domain/platforms.ts';
 import {
   apnsPayload,
   ellipsis,
@@ -10,9 +12,7 @@ import {
   payloadBytes,
   payloadLimits,
   payloadProblems,
-  type Platform,
   type PushContent,
-  type Truncation,
 } from '../../src/domain/payloads.ts';
 
 const platforms: Platform[] = ['ios', 'android'];

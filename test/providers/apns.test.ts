@@ -6,7 +6,7 @@ import { createApnsProvider } from '../../src/providers/apns.ts';
 import type { PushProvider } from '../../src/providers/provider.ts';
 import type { ApnsSimulator } from '../../src/providers/simulators/apns-simulator.ts';
 import { apnsSimulator, ecKeyPair, makePush, silentLogger, type ExpectedOutcome } from '../support/simulators.ts';
-import type { ApnsCredentials } from '../../src/providers/provider.ts';
+import type { ApnsCredentials } from '../../src/domain/credentials.ts';
 
 let sim: ApnsSimulator;
 let credentials: ApnsCredentials;

@@ -2,7 +2,8 @@
 import { getApps } from 'firebase-admin/app';
 import { resetFcmEndpoint } from '../../src/providers/fcm-endpoint.ts';
 import { createFcmProvider } from '../../src/providers/fcm.ts';
-import type { FcmCredentials, PushProvider } from '../../src/providers/provider.ts';
+import type { PushProvider } from '../../src/providers/provider.ts';
+import type { FcmCredentials } from '../../src/domain/credentials.ts';
 import type { FcmSimulator } from '../../src/providers/simulators/fcm-simulator.ts';
 import { fcmProject, fcmSimulator, makePush, rsaKeyPair, silentLogger, type ExpectedOutcome } from '../support/simulators.ts';
 

@@ -6,8 +6,8 @@ import path from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../../src/db/embedded.ts';
 import { migrate, openOrm } from '../../src/db/orm.ts';
-import { startBoss } from '../../src/fanout/queue.ts';
-import { createLogger } from '../../src/logger.ts';
+import { startBoss } from '../../src/worker/queue.ts';
+import { createLogger } from '../../src/logging/logger.ts';
 
 type RunDatabase = { url: string; drop(): Promise<void> };
 const state = globalThis as { heraldTestDatabase?: RunDatabase };

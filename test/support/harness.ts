@@ -5,11 +5,12 @@ import type { PgBoss } from 'pg-boss';
 import { migrate, openOrm, type Orm } from '../../src/db/orm.ts';
 import pg from 'pg';
 import { createApplication, createToken } from '../../src/domain/applications.ts';
-import { createSendLimiter, type SendPolicy } from '../../src/domain/rate-limits.ts';
-import { startBoss } from '../../src/fanout/queue.ts';
+import type { SendPolicy } from '../../src/domain/rate-limits.ts';
+import { createSendLimiter } from '../../src/http/send-limiter.ts';
+import { fanoutEnqueuer, startBoss } from '../../src/worker/queue.ts';
 import { createApp } from '../../src/http/app.ts';
 import { loadDocument } from '../../src/http/document.ts';
-import { createLogger, type Logger } from '../../src/logger.ts';
+import { createLogger, type Logger } from '../../src/logging/logger.ts';
 
 export type Harness = {
   app: Express;
@@ -45,7 +46,7 @@ export async function startHarness(
   limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit connection lost'));
   const app = createApp({
     orm,
-    boss,
+    enqueueFanout: fanoutEnqueuer(boss),
     logger,
     document: loadDocument(),
     bodyLimit: options.bodyLimit ?? '1mb',

@@ -7,8 +7,8 @@ import { migrate, openOrm } from '../../src/db/orm.ts';
 import { createApplication, createToken } from '../../src/domain/applications.ts';
 import { setApnsCredentials, setFcmCredentials } from '../../src/domain/credentials.ts';
 import { clientAbilities } from '../../src/domain/tokens.ts';
-import { startBoss } from '../../src/fanout/queue.ts';
-import { createLogger } from '../../src/logger.ts';
+import { startBoss } from '../../src/worker/queue.ts';
+import { createLogger } from '../../src/logging/logger.ts';
 
 /** A fresh database `name` on the server of `adminUrl`; drop() removes it, whoever is still connected. */
 export async function createDatabase(adminUrl: string, name: string): Promise<{ url: string; drop(): Promise<void> }> {

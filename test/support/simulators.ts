@@ -4,8 +4,9 @@ import { generateKeyPairSync, randomUUID, sign } from 'node:crypto';
 import http2 from 'node:http2';
 import { request as httpsRequest } from 'node:https';
 import type { PushContent } from '../../src/domain/payloads.ts';
-import { createLogger } from '../../src/logger.ts';
-import type { ApnsCredentials, FcmCredentials, Push, PushOutcome } from '../../src/providers/provider.ts';
+import { createLogger } from '../../src/logging/logger.ts';
+import type { Push, PushOutcome } from '../../src/providers/provider.ts';
+import type { ApnsCredentials, FcmCredentials } from '../../src/domain/credentials.ts';
 import { startApnsSimulator, type ApnsSimulator, type ApnsSimulatorOptions } from '../../src/providers/simulators/apns-simulator.ts';
 import { startFcmSimulator, type FcmSimulator, type FcmSimulatorOptions } from '../../src/providers/simulators/fcm-simulator.ts';
 

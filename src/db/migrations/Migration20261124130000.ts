@@ -5,7 +5,7 @@ export class Migration20261124130000 extends Migration {
   override name = 'Migration20261124130000';
 
   override up(): void | Promise<void> {
-    // Which worker process runs which job (src/fanout/leases.ts): a job whose process died is
+    // Which worker process runs which job (src/worker/leases.ts): a job whose process died is
     // handed back within seconds instead of after pg-boss's 10 s heartbeat.
     // `queue_schema`: deployments (and test runs) with their own pg-boss schema share the table and
     // hand back only their own jobs.

@@ -1,11 +1,11 @@
 import { Router } from 'express';
-import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../../db/orm.ts';
 import {
   findNotification,
   listNotifications,
   notificationViews,
   sendNotification,
+  type EnqueueFanout,
 } from '../../domain/notifications.ts';
 import { deliveryView, listDeliveries, type DeliveryView } from '../../domain/deliveries.ts';
 import { principalOf } from '../auth.ts';
@@ -15,13 +15,13 @@ const defaultPageSize = 25;
 
 export const sendPath = '/api/v1/notifications';
 
-export function notificationsRouter(orm: Orm, boss: PgBoss, quota: SendQuota): Router {
+export function notificationsRouter(orm: Orm, enqueueFanout: EnqueueFanout, quota: SendQuota): Router {
   const router = Router();
 
   router.post(sendPath, async (req, res) => {
     const { applicationId } = principalOf(req);
     const em = orm.em.fork();
-    const { notification, accepted } = await sendNotification(em, boss, {
+    const { notification, accepted } = await sendNotification(em, enqueueFanout, {
       applicationId,
       request: req.body,
       idempotencyKey: req.get('idempotency-key'),

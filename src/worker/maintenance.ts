@@ -3,7 +3,7 @@
 import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
 import { deleteExpired, type Removed, type RetentionOptions } from '../domain/retention.ts';
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../logging/logger.ts';
 import { queues } from './queue.ts';
 
 const queue = 'maintenance';

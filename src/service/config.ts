@@ -1,7 +1,7 @@
 // The only reader of process.env: validated once, reported all together, frozen.
 import path from 'node:path';
 import { z } from 'zod';
-import { credentialsKeyForm, decodeCredentialsKey } from './domain/credentials-key.ts';
+import { credentialsKeyForm, decodeCredentialsKey } from '../domain/credentials-key.ts';
 
 const flag = z
   .enum(['true', 'false', '1', '0'])

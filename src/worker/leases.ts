@@ -6,7 +6,7 @@
 import { randomInt } from 'node:crypto';
 import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../logging/logger.ts';
 
 export type Leases = {
   take(jobId: string, queue: string): Promise<void>;

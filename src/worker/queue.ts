@@ -2,9 +2,9 @@
 // commit in one transaction. Queues notify on insert (LISTEN/NOTIFY), so an idle worker wakes at
 // once instead of at its next poll.
 import { fromKysely, PgBoss, type Queue } from 'pg-boss';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import type { OutageWatch } from '../db/outage.ts';
-import type { Logger } from '../logger.ts';
+import type { EnqueueFanout } from '../domain/notifications.ts';
+import type { Logger } from '../logging/logger.ts';
 
 export const queues = {
   fanout: 'fanout',
@@ -12,7 +12,6 @@ export const queues = {
   fanoutFailed: 'fanout_failed',
   deliverFailed: 'deliver_failed',
 } as const;
-export type FanoutJob = { notificationId: string; applicationId: string };
 
 export const defaultQueueSchema = 'pgboss';
 
@@ -56,7 +55,9 @@ export async function startBoss(
   return boss;
 }
 
-/** Enqueues within the caller's transaction: a rollback drops the job too. */
-export async function enqueueFanout(boss: PgBoss, tx: EntityManager, job: FanoutJob): Promise<void> {
-  await boss.send(queues.fanout, job, { id: job.notificationId, db: fromKysely(tx.getKysely()) });
+/** The job's id is the notification's: a notification has one fanout, whatever retries a send. */
+export function fanoutEnqueuer(boss: PgBoss): EnqueueFanout {
+  return async (tx, job) => {
+    await boss.send(queues.fanout, job, { id: job.notificationId, db: fromKysely(tx.getKysely()) });
+  };
 }

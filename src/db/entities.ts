@@ -3,15 +3,27 @@
 // handlers work with ids, not object graphs.
 import { defineEntity, p } from '@mikro-orm/core';
 import { v7 as uuidv7 } from 'uuid';
-import { TextArrayType } from '../db/text-array.ts';
-import type { Truncation } from './payloads.ts';
+import {
+  deliveryStateValues,
+  eventTypeValues,
+  installationStatusValues,
+  notificationStatusValues,
+  permissionValues,
+  platformValues,
+  type components,
+} from '../generated/api.ts';
+import { TextArrayType } from './text-array.ts';
 
-export const platforms = ['ios', 'android'] as const;
-export const installationStatuses = ['active', 'invalid'] as const;
-export const permissions = ['unknown', 'not_determined', 'authorized', 'provisional', 'ephemeral', 'denied'] as const;
-export const notificationStatuses = ['queued', 'processing', 'completed', 'partial', 'failed'] as const;
-export const deliveryStates = ['pending', 'accepted', 'failed', 'skipped'] as const;
-export const eventTypes = ['received', 'displayed', 'opened', 'dismissed'] as const;
+// The values the document allows are the values a column may hold.
+export const platforms = platformValues;
+export const installationStatuses = installationStatusValues;
+export const permissions = permissionValues;
+export const notificationStatuses = notificationStatusValues;
+export const deliveryStates = deliveryStateValues;
+export const eventTypes = eventTypeValues;
+
+/** How a push was cut to fit its provider's payload limit (domain/payloads.ts fitToPlatform). */
+export type Truncation = NonNullable<components['schemas']['Delivery']['truncation']>;
 
 const id = () => p.uuid().primary().onCreate(() => uuidv7());
 const now = () => p.datetime().onCreate(() => new Date());

@@ -3,10 +3,11 @@ import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
 import type { OutageWatch } from '../db/outage.ts';
 import { startLeases } from './leases.ts';
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../logging/logger.ts';
 import type { ProviderClients } from './clients.ts';
 import { failDeliver, failFanout, runDeliver, runFanout, type DeliverJob, type JobContext } from './jobs.ts';
-import { queues, type FanoutJob } from './queue.ts';
+import type { FanoutJob } from '../domain/notifications.ts';
+import { queues } from './queue.ts';
 
 export type WorkerOptions = {
   orm: Orm;

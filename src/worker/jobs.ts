@@ -5,7 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
 import { v7 as uuidv7 } from 'uuid';
 import { markHealthy, markUnhealthy, markUnreachable } from '../domain/credentials.ts';
-import { Notification, ProviderCredential } from '../domain/entities.ts';
+import { Notification, ProviderCredential } from '../db/entities.ts';
 import {
   classify,
   expiresAt,
@@ -14,13 +14,15 @@ import {
   mayAttempt,
   retryDelaySeconds,
 } from '../domain/fanout.ts';
-import { pushContent } from '../domain/notifications.ts';
+import { pushContent } from '../domain/payloads.ts';
 import { fitToPlatform } from '../domain/payloads.ts';
-import type { Logger } from '../logger.ts';
+import type { Logger } from '../logging/logger.ts';
 import type { Push, PushOutcome, PushProvider } from '../providers/provider.ts';
 import { networkReasons } from '../providers/support.ts';
-import { providerOf, type ProviderClient, type ProviderClients } from './clients.ts';
-import { queues, type FanoutJob } from './queue.ts';
+import { type ProviderClient, type ProviderClients } from './clients.ts';
+import { providerOf } from '../domain/platforms.ts';
+import type { FanoutJob } from '../domain/notifications.ts';
+import { queues } from './queue.ts';
 import {
   claimPending,
   completeNotification,

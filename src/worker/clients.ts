@@ -4,8 +4,8 @@
 // not heal by itself). Never one connection per push.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { openCredential, type Provider } from '../domain/credentials.ts';
-import { ProviderCredential } from '../domain/entities.ts';
-import type { Logger } from '../logger.ts';
+import { ProviderCredential } from '../db/entities.ts';
+import type { Logger } from '../logging/logger.ts';
 import { createApnsProvider } from '../providers/apns.ts';
 import { createFcmProvider } from '../providers/fcm.ts';
 import type { ProviderEndpoints, PushProvider } from '../providers/provider.ts';
@@ -26,8 +26,6 @@ type Cached = ProviderClient & { version: number; unreachable: number };
 
 /** Batches in a row that could not reach the provider before its client is rebuilt. */
 const rebuildAfter = 3;
-
-export const providerOf = { ios: 'apns', android: 'fcm' } as const satisfies Record<string, Provider>;
 
 export function createProviderClients(options: {
   key: Buffer | null;

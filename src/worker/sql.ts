@@ -3,7 +3,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import type { Candidate, Classified } from '../domain/fanout.ts';
-import type { Truncation } from '../domain/payloads.ts';
+import type { Truncation } from '../db/entities.ts';
 
 type Db = ReturnType<EntityManager['getKysely']>;
 const db = (em: EntityManager): Db => em.getKysely();

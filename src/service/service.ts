@@ -7,19 +7,19 @@ import path from 'node:path';
 import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
-import { startEmbeddedPostgres } from './db/embedded.ts';
-import { migrate, openOrm, type Orm } from './db/orm.ts';
-import { watchDatabase, type OutageWatch } from './db/outage.ts';
-import { assertCredentialsReadable, credentialsKey, upgradeSealedCredentials } from './domain/credentials.ts';
-import { createSendLimiter } from './domain/rate-limits.ts';
-import { createProviderClients, type ProviderClients } from './fanout/clients.ts';
-import { startMaintenance } from './fanout/maintenance.ts';
-import { startBoss } from './fanout/queue.ts';
-import { startWorkers, type Workers } from './fanout/worker.ts';
-import { createApp } from './http/app.ts';
-import { loadDocument } from './http/document.ts';
-import type { Logger } from './logger.ts';
-import type { ProviderEndpoints } from './providers/provider.ts';
+import { startEmbeddedPostgres } from '../db/embedded.ts';
+import { migrate, openOrm, type Orm } from '../db/orm.ts';
+import { watchDatabase, type OutageWatch } from '../db/outage.ts';
+import { assertCredentialsReadable, credentialsKey, upgradeSealedCredentials } from '../domain/credentials.ts';
+import { createSendLimiter } from '../http/send-limiter.ts';
+import { createProviderClients, type ProviderClients } from '../worker/clients.ts';
+import { startMaintenance } from '../worker/maintenance.ts';
+import { fanoutEnqueuer, startBoss } from '../worker/queue.ts';
+import { startWorkers, type Workers } from '../worker/workers.ts';
+import { createApp } from '../http/app.ts';
+import { loadDocument } from '../http/document.ts';
+import type { Logger } from '../logging/logger.ts';
+import type { ProviderEndpoints } from '../providers/provider.ts';
 
 /**
  * The key that encrypts provider credentials: HERALD_CREDENTIALS_KEY; on a developer's machine
@@ -167,7 +167,7 @@ export async function startService(
     limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit database connection lost'));
     const app = createApp({
       orm: database.orm,
-      boss,
+      enqueueFanout: fanoutEnqueuer(boss),
       logger,
       document: loadDocument(),
       bodyLimit: config.HERALD_BODY_LIMIT,

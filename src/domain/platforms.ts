@@ -1,0 +1,13 @@
+// A platform is served by one provider, and its installations' push address is that provider's
+// kind of token.
+import type { components } from '../generated/api.ts';
+import type { Provider } from './credentials.ts';
+
+export type Platform = components['schemas']['Platform'];
+
+export const providerOf = { ios: 'apns', android: 'fcm' } as const satisfies Record<Platform, Provider>;
+
+export const providerIdentifierType = {
+  ios: 'apns_token',
+  android: 'fcm_token',
+} as const satisfies Record<Platform, components['schemas']['Installation']['provider_identifier_type']>;
