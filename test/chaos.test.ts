@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { startSimulators, type Simulators } from '../src/cli/simulate.ts';
 import { databaseUrl } from './support/harness.ts';
+import { oneAtATime } from './support/one-at-a-time.ts';
 import { createCluster, type Cluster } from './support/postgres-cluster.ts';
 import { startHerald, type HeraldProcess } from './support/processes.ts';
 import { createDatabase, seedApplication, userId, type Seeded } from './support/seed.ts';
@@ -22,14 +23,17 @@ const credentialsKey = randomBytes(32);
 const tmp = mkdtempSync(path.join(tmpdir(), 'herald-chaos-test-'));
 const caFile = path.join(tmp, 'ca.pem');
 let sims: Simulators;
+let release: () => Promise<void>;
 
 beforeAll(async () => {
+  release = await oneAtATime();
   sims = await startSimulators({ keysDir: null });
   writeFileSync(caFile, sims.endpoints.ca!);
-});
+}, 300_000);
 afterAll(async () => {
   await sims.stop();
   rmSync(tmp, { recursive: true, force: true });
+  await release();
 });
 
 type Sent = { key: string; users: string[]; id?: string; acknowledgedAt?: number; by?: string };
@@ -259,10 +263,10 @@ describe('the database stopped for 2 s during sends', () => {
     // Slow pushes: the stop finds batches in flight, whose jobs the outage cuts short.
     sims.apns.setLatency(300);
     sims.fcm.setLatency(300);
+    let sending = true;
     try {
       const herald = await s.start('start');
       const sent: Sent[] = [];
-      let sending = true;
       const load = (async () => {
         const pending: Promise<void>[] = [];
         while (sending) {
@@ -271,7 +275,11 @@ describe('the database stopped for 2 s during sends', () => {
         }
         await Promise.all(pending);
       })();
-      await sleep(800);
+      // Awaited below; a failing expectation must not leave it rejecting unobserved.
+      load.catch(() => undefined);
+      // Some sends acknowledged, and their pushes under way (300 ms each), when the database stops.
+      while (sent.length < 2) await sleep(50);
+      await sleep(200);
       const stoppedAt = Date.now();
       await cluster.stop(mode);
       await sleep(2_000);
@@ -291,6 +299,7 @@ describe('the database stopped for 2 s during sends', () => {
       expect(Date.now() - startedAt).toBeLessThan(5_000);
       await s.expectIntact([...sent, after]);
     } finally {
+      sending = false;
       sims.apns.setLatency(undefined);
       sims.fcm.setLatency(undefined);
       await s.close();

@@ -3,13 +3,16 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
+import { oneAtATime } from './support/one-at-a-time.ts';
 import { startHerald, type HeraldProcess } from './support/processes.ts';
 
 let pipeline: Pipeline;
 let workerEnv: Record<string, string>;
 const workers: HeraldProcess[] = [];
+let release: () => Promise<void>;
 
 beforeAll(async () => {
+  release = await oneAtATime();
   pipeline = await startPipeline({ workers: false });
   const caFile = path.join(mkdtempSync(path.join(tmpdir(), 'herald-ca-')), 'ca.pem');
   writeFileSync(caFile, pipeline.endpoints.ca!);
@@ -27,10 +30,11 @@ beforeAll(async () => {
   // Slow pushes, so that a worker is killed with batches in flight.
   pipeline.apns.setLatency({ min: 20, max: 60 });
   pipeline.fcm.setLatency({ min: 20, max: 60 });
-});
+}, 300_000);
 afterAll(async () => {
   await Promise.all(workers.map((worker) => worker.stop('SIGKILL')));
   await pipeline.close();
+  await release();
 });
 
 const startWorker = async () => {

@@ -55,7 +55,8 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
   };
   await hold();
 
-  // Deletes the leases `where` selects; the jobs still active among them fail, so pg-boss retries them.
+  // Deletes the leases `where` selects; the jobs still active among them fail, so pg-boss retries
+  // them, at once: the job did nothing wrong, its process died or its database went away.
   const handBack = async (where: string, params: unknown[], reason: string): Promise<number> => {
     const { rows } = await pool.query<{ job_id: string; queue: string }>(
       `delete from job_leases where queue_schema = $1 and ${where} returning job_id, queue`,
@@ -64,7 +65,9 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
     for (const job of rows) {
       // A job pg-boss has already settled (completed, retried) is left alone.
       const current = await boss.getJobById(job.queue, job.job_id);
-      if (current?.state === 'active') await boss.fail(job.queue, job.job_id, { message: reason });
+      if (current?.state !== 'active') continue;
+      await boss.fail(job.queue, job.job_id, { message: reason });
+      await boss.update(job.queue, undefined, { id: job.job_id, startAfter: new Date() });
     }
     return rows.length;
   };

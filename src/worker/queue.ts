@@ -48,10 +48,28 @@ export async function startBoss(
   for (const deadLetter of [queues.fanoutFailed, queues.deliverFailed]) {
     await ensureQueue(deadLetter, { retryLimit: 3, retryDelay: 5 });
   }
-  const retried = { retryDelay: 1, retryBackoff: true, retryDelayMax: 30, heartbeatSeconds: 10, notify: true };
-  await ensureQueue(queues.fanout, { ...retried, retryLimit: 5, deadLetter: queues.fanoutFailed, expireInSeconds: 300 });
-  // Pushes have their own retry schedule (jobs.ts); a job retry only covers a crash or an outage.
-  await ensureQueue(queues.deliver, { ...retried, retryLimit: 8, deadLetter: queues.deliverFailed, expireInSeconds: 120 });
+  const supervised = { heartbeatSeconds: 10, notify: true };
+  await ensureQueue(queues.fanout, {
+    ...supervised,
+    retryDelay: 1,
+    retryBackoff: true,
+    retryDelayMax: 30,
+    retryLimit: 5,
+    deadLetter: queues.fanoutFailed,
+    expireInSeconds: 300,
+  });
+  // Pushes have their own retry schedule (jobs.ts): a deliver job's retry only covers a crash or an
+  // outage that cut it short, so it comes a second later and never backs off (backing off left
+  // what an outage interrupted waiting up to 16 s after the database was back). Twenty failures
+  // in a row are a bug, for the dead letters.
+  await ensureQueue(queues.deliver, {
+    ...supervised,
+    retryDelay: 1,
+    retryBackoff: false,
+    retryLimit: 20,
+    deadLetter: queues.deliverFailed,
+    expireInSeconds: 120,
+  });
   return boss;
 }
 
