@@ -158,7 +158,7 @@ async function openCeiling(sims: Simulators, endpoints: ProviderEndpoints, ios: 
     return Array.from({ length: count }, (_, index) => {
       // As in Herald: pushes of one notification share its id, 500 users per notification.
       if (index % settings.recipients === 0) notificationId = randomUUID();
-      return { deliveryId: randomUUID(), notificationId, token: token(index + 1), content: pushContent, expiresAt };
+      return { deliveryId: randomUUID(), notificationId, providerIdentifier: token(index + 1), content: pushContent, expiresAt };
     });
   };
   const sendAll = async (iosPushes: Push[], androidPushes: Push[]) => {

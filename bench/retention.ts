@@ -42,6 +42,7 @@ import { createSendLimiter } from '../src/http/send-limiter.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
 import { retentionBatchSize, runMaintenance } from '../src/worker/maintenance.ts';
 import { fanoutEnqueuer, startBoss } from '../src/worker/queue.ts';
+import { defaultQueueSchema } from '../src/service/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { loadDocument } from '../src/http/document.ts';
 import { createLogger } from '../src/logging/logger.ts';
@@ -284,7 +285,7 @@ async function run(): Promise<number> {
       `${integer(seeded.recent.deliveries)} deliveries (to keep); database ${await databaseSize(apiOrm)}`,
   );
 
-  const boss = await startBoss(url, silent, { worker: false });
+  const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema });
   cleanups.add('job queue', () => boss.stop({ graceful: false }));
   const limiterPool = new pg.Pool({ connectionString: url, max: 4 });
   cleanups.add('rate-limit pool', () => limiterPool.end());

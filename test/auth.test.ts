@@ -281,7 +281,7 @@ describe("a token of another application, with every ability, never reaches this
     const deliveryId = await insertDelivery(harness.orm, {
       applicationId: ownerApp.id,
       notificationId: sent.body.data.id,
-      installationId: put.body.data.id,
+      installationRowId: put.body.data.id,
       clientInstallationId: 'owned-phone',
       userId: 'owner-user',
       state: 'accepted',

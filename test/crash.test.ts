@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
+import { deliveryCounts } from '../src/db/sql.ts';
 import { oneAtATime } from './support/one-at-a-time.ts';
 import { startHerald, type HeraldProcess } from './support/processes.ts';
 
@@ -53,14 +54,8 @@ async function bigNotification(app: PipelineApplication, prefix: string, users: 
 }
 
 async function counts(notificationId: string) {
-  const [row] = await pipeline.harness.orm.em.fork().execute<{ total: number; pending: number; accepted: number }[]>(
-    `select count(*)::int as total,
-            (count(*) filter (where state = 'pending'))::int as pending,
-            (count(*) filter (where state = 'accepted'))::int as accepted
-       from deliveries where notification_id = ?`,
-    [notificationId],
-  );
-  return row;
+  const [row] = await deliveryCounts(pipeline.harness.orm.em.fork(), [notificationId]);
+  return { total: row?.installations ?? 0, pending: row?.pending ?? 0, accepted: row?.accepted ?? 0 };
 }
 
 async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {

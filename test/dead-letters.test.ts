@@ -35,7 +35,7 @@ test('a deliver batch that failed all its retries fails its pending pushes as in
   const { applicationId, notificationId, read } = await sent();
   await harness.orm.em.fork().execute(`update notifications set status = 'processing' where id = ?`, [notificationId]);
   const delivery = (clientInstallationId: string, state: 'pending' | 'accepted') =>
-    insertDelivery(harness.orm, { applicationId, notificationId, installationId: null, clientInstallationId, userId: 'u1', state });
+    insertDelivery(harness.orm, { applicationId, notificationId, installationRowId: null, clientInstallationId, userId: 'u1', state });
   const accepted = await delivery('done', 'accepted');
   const stuck = await delivery('stuck', 'pending');
 

@@ -70,13 +70,13 @@ async function fixture(app = application, bearer = token, outcomeA: DeliveryOutc
   const deliveryA = await insertDelivery(harness.orm, {
     ...base,
     ...outcomeA,
-    installationId: installationA,
+    installationRowId: installationA,
     clientInstallationId: phoneA,
     userId: 'alice',
   });
   const deliveryB = await insertDelivery(harness.orm, {
     ...base,
-    installationId: installationB,
+    installationRowId: installationB,
     clientInstallationId: phoneB,
     userId: 'bob',
   });
@@ -186,7 +186,7 @@ describe('reporting an event', () => {
     const secondDelivery = await insertDelivery(harness.orm, {
       applicationId: application.id,
       notificationId: other.notificationId,
-      installationId: f.installationA,
+      installationRowId: f.installationA,
       clientInstallationId: f.phoneA,
       userId: 'alice',
       state: 'accepted',
@@ -412,7 +412,7 @@ describe('events only where a push was made', () => {
     const skipped = await insertDelivery(harness.orm, {
       applicationId: application.id,
       notificationId: other.body.data.id,
-      installationId: null,
+      installationRowId: null,
       clientInstallationId: f.phoneA,
       userId: 'alice',
       state: 'skipped',

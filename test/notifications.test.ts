@@ -124,7 +124,7 @@ describe('sending', () => {
     const res = await send(sendBody({ recipients: { user_ids: ['a', 'b'] } }));
     expect(res.status).toBe(202);
     const id: string = res.body.data.id;
-    const job = await fanoutJob(harness.orm, id);
+    const job = await fanoutJob(harness, id);
     expect(job).toBeDefined();
     expect(job!.id).toBe(id);
     expect(job!.name).toBe('fanout');
@@ -144,7 +144,7 @@ describe('sending', () => {
       key,
     ]);
     expect(keyTx).toBe(notificationTx);
-    expect((await fanoutJob(harness.orm, id))!.xmin).toBe(notificationTx);
+    expect((await fanoutJob(harness, id))!.xmin).toBe(notificationTx);
   });
 
   test('a data-only send (no title, no body) is accepted', async () => {
@@ -276,14 +276,14 @@ describe('send validation at each limit', () => {
 
   test.each(rejected)('rejects $name with 422 keyed $field and stores nothing', async ({ body, field }) => {
     const notificationsBefore = await countNotifications(harness.orm, application.id);
-    const jobsBefore = await countFanoutJobs(harness.orm, application.id);
+    const jobsBefore = await countFanoutJobs(harness, application.id);
     const res = await send(body);
     expect(res.status).toBe(422);
     expect(typeof res.body.message).toBe('string');
     expect(Object.keys(res.body.errors)).toContain(field);
     expect(res.body.errors[field].every((message: unknown) => typeof message === 'string')).toBe(true);
     expect(await countNotifications(harness.orm, application.id)).toBe(notificationsBefore);
-    expect(await countFanoutJobs(harness.orm, application.id)).toBe(jobsBefore);
+    expect(await countFanoutJobs(harness, application.id)).toBe(jobsBefore);
   });
 
   test.each([
@@ -357,7 +357,7 @@ describe('Idempotency-Key', () => {
     expect(second.body.meta).toEqual({ accepted: false });
     expect(second.body.data).toEqual(first.body.data);
     expect(await countNotifications(harness.orm, app.id)).toBe(1);
-    expect(await countFanoutJobs(harness.orm, app.id)).toBe(1);
+    expect(await countFanoutJobs(harness, app.id)).toBe(1);
   });
 
   test('a retry whose body lists the same keys in another order is the same request', async () => {
@@ -393,7 +393,7 @@ describe('Idempotency-Key', () => {
     expect(second.status).toBe(409);
     expect(second.body).toEqual({ message: 'This Idempotency-Key was already used for a different request.' });
     expect(await countNotifications(harness.orm, app.id)).toBe(1);
-    expect(await countFanoutJobs(harness.orm, app.id)).toBe(1);
+    expect(await countFanoutJobs(harness, app.id)).toBe(1);
   });
 
   test('user ids in another order are a different body', async () => {
@@ -423,7 +423,7 @@ describe('Idempotency-Key', () => {
     expect(new Set(responses.map((r) => r.body.data.id)).size).toBe(1);
     expect(responses.filter((r) => r.body.meta.accepted === true)).toHaveLength(1);
     expect(await countNotifications(harness.orm, app.id)).toBe(1);
-    expect(await countFanoutJobs(harness.orm, app.id)).toBe(1);
+    expect(await countFanoutJobs(harness, app.id)).toBe(1);
   });
 
   test('a key still inside its 24 hours (23 hours old) still returns the original', async () => {
@@ -445,7 +445,7 @@ describe('Idempotency-Key', () => {
     expect(second.body.meta.accepted).toBe(true);
     expect(second.body.data.id).not.toBe(first.body.data.id);
     expect(await countNotifications(harness.orm, app.id)).toBe(2);
-    expect(await countFanoutJobs(harness.orm, app.id)).toBe(2);
+    expect(await countFanoutJobs(harness, app.id)).toBe(2);
     const third = await send(sendBody(), { token: appToken, key: 'old' });
     expect(third.body.meta.accepted).toBe(false);
     expect(third.body.data.id).toBe(second.body.data.id);
@@ -606,10 +606,10 @@ describe('statistics', () => {
     const bobPhone = await register(bearer, 'bob-phone', 'bob', 'ios');
     const bobWatch = await register(bearer, 'bob-watch', 'bob', 'ios');
     const base = { applicationId: app.id, notificationId };
-    await insertDelivery(harness.orm, { ...base, installationId: alicePhone, clientInstallationId: 'alice-phone', userId: 'alice', state: 'accepted' });
+    await insertDelivery(harness.orm, { ...base, installationRowId: alicePhone, clientInstallationId: 'alice-phone', userId: 'alice', state: 'accepted' });
     await insertDelivery(harness.orm, {
       ...base,
-      installationId: aliceTablet,
+      installationRowId: aliceTablet,
       clientInstallationId: 'alice-tablet',
       userId: 'alice',
       platform: 'android',
@@ -618,18 +618,18 @@ describe('statistics', () => {
     });
     await insertDelivery(harness.orm, {
       ...base,
-      installationId: bobPhone,
+      installationRowId: bobPhone,
       clientInstallationId: 'bob-phone',
       userId: 'bob',
       state: 'skipped',
       reason: 'permission_denied',
     });
-    await insertDelivery(harness.orm, { ...base, installationId: bobWatch, clientInstallationId: 'bob-watch', userId: 'bob', state: 'pending' });
+    await insertDelivery(harness.orm, { ...base, installationRowId: bobWatch, clientInstallationId: 'bob-watch', userId: 'bob', state: 'pending' });
     // A delivery of another notification must not count here.
     await insertDelivery(harness.orm, {
       applicationId: app.id,
       notificationId: other.body.data.id,
-      installationId: alicePhone,
+      installationRowId: alicePhone,
       clientInstallationId: 'alice-phone',
       userId: 'alice',
       state: 'accepted',
@@ -655,7 +655,7 @@ describe('statistics', () => {
     await insertDelivery(harness.orm, {
       applicationId: app.id,
       notificationId: sent.body.data.id,
-      installationId: null,
+      installationRowId: null,
       clientInstallationId: 'gone-phone',
       userId: 'dora',
       state: 'accepted',
@@ -672,7 +672,7 @@ describe('statistics', () => {
     await insertDelivery(harness.orm, {
       applicationId: app.id,
       notificationId: first.body.data.id,
-      installationId: null,
+      installationRowId: null,
       clientInstallationId: 'erin-phone',
       userId: 'erin',
       state: 'failed',

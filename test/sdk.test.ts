@@ -163,7 +163,7 @@ test('an event is reported, replayed and refused on conflict through the SDK', a
   const deliveryId = await insertDelivery(harness.orm, {
     applicationId: application.id,
     notificationId,
-    installationId: registered.data!.data.id,
+    installationRowId: registered.data!.data.id,
     clientInstallationId: installationId,
     userId: 'event-user',
     platform: 'android',

@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import type { Logger } from '../logging/logger.ts';
+import { compiled, createDatabase, databaseExists } from './sql.ts';
 
 export type EmbeddedDatabase = { url: string; stop(): Promise<void> };
 
@@ -69,8 +70,9 @@ async function ensureDatabase(port: number): Promise<void> {
   const client = new pg.Client({ host: '127.0.0.1', port, user, password, database: 'postgres' });
   await client.connect();
   try {
-    const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [databaseName]);
-    if (rowCount === 0) await client.query(`create database ${databaseName}`);
+    const exists = compiled(databaseExists(databaseName));
+    const { rowCount } = await client.query(exists.text, exists.values);
+    if (rowCount === 0) await client.query(compiled(createDatabase(databaseName)).text);
   } finally {
     await client.end();
   }

@@ -144,14 +144,15 @@ export const DeliverySchema = defineEntity({
   name: 'Delivery',
   tableName: 'deliveries',
   // One push per installation per notification, whatever a crashed or retried job does.
-  uniques: [{ properties: ['notificationId', 'installationId'] }],
+  uniques: [{ properties: ['notificationId', 'installationRowId'] }],
   indexes: [{ properties: ['notificationId', 'state'] }],
   properties: {
     id: id(),
     applicationId: () => belongsTo(Application, 'application_id'),
     notificationId: () => belongsTo(Notification, 'notification_id'),
+    // The installation's row (installations.id), not the app's installation_id (clientInstallationId).
     // Nulled when the installation is deleted; the delivery stays for the statistics.
-    installationId: () =>
+    installationRowId: () =>
       p.manyToOne(Installation).mapToPk().fieldName('installation_id').nullable().deleteRule('set null').index(),
     clientInstallationId: p.text(),
     userId: p.text().nullable(),

@@ -5,6 +5,7 @@ import { defineConfig, MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import pg from 'pg';
 import { entities } from './entities.ts';
+import { compiled, takeMigrationLock } from './sql.ts';
 
 const migrationsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 
@@ -43,7 +44,8 @@ export async function migrate(orm: Orm): Promise<void> {
   const lock = new pg.Client({ connectionString: orm.config.get('clientUrl') });
   await lock.connect();
   try {
-    await lock.query('select pg_advisory_lock($1)', [migrationLock]);
+    const statement = compiled(takeMigrationLock(migrationLock));
+    await lock.query(statement.text, statement.values);
     await orm.migrator.up();
   } finally {
     await lock.end();

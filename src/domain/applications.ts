@@ -1,6 +1,7 @@
 // Applications and their tokens: issued and revoked by the CLI, checked on every request.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiToken, Application } from '../db/entities.ts';
+import { writeTokenLastUse } from '../db/sql.ts';
 import { isUuid } from './ids.ts';
 import { generateToken, hashSecret, isAbility, parseToken, secretMatches } from './tokens.ts';
 
@@ -84,9 +85,5 @@ const lastUseGranularityMs = 60_000;
  */
 export async function recordTokenUse(em: EntityManager, principal: Principal, now = new Date()): Promise<void> {
   if (principal.lastUsedAt && now.getTime() - principal.lastUsedAt.getTime() < lastUseGranularityMs) return;
-  await em.execute(
-    `update api_tokens set last_used_at = now()
-      where id = ? and (last_used_at is null or last_used_at < now() - interval '1 minute')`,
-    [principal.tokenId],
-  );
+  await writeTokenLastUse(em, principal.tokenId);
 }

@@ -2,9 +2,9 @@
 // show`), the key material AES-256-GCM encrypted with HERALD_CREDENTIALS_KEY.
 import { createCipheriv, createDecipheriv, createPrivateKey, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
 import type { Logger } from '../logging/logger.ts';
 import { ProviderCredential } from '../db/entities.ts';
+import { lockCredentialsForReseal, sealedCredentials, writeSecrets, type SealedRow } from '../db/sql.ts';
 
 export type ApnsCredentials = {
   /** PEM of the .p8 signing key. */
@@ -136,29 +136,12 @@ export async function assertCredentialsReadable(em: EntityManager, key: Buffer |
   }
 }
 
-type SealedRow = { id: string; application_id: string; provider: Provider; secret: string };
 
 const ownerOf = (row: SealedRow): CredentialOwner => ({ applicationId: row.application_id, provider: row.provider });
 
 function reseal(row: SealedRow, from: Buffer, to: Buffer): { id: string; secret: string } {
   return { id: row.id, secret: encryptSecret(decryptSecret(row.secret, from, ownerOf(row)), to, ownerOf(row)) };
 }
-
-// updated_at stays: the credentials did not change, and a running worker's clients (keyed on it)
-// stay valid.
-async function writeSecrets(tx: EntityManager, rows: { id: string; secret: string }[]): Promise<void> {
-  if (rows.length === 0) return;
-  await sql`
-    update provider_credentials set secret = resealed.secret
-      from unnest(${rows.map((row) => row.id)}::uuid[], ${rows.map((row) => row.secret)}::text[]) as resealed(id, secret)
-     where provider_credentials.id = resealed.id
-  `.execute(tx.getKysely());
-}
-
-// Blocks writes (and another re-seal) but not reads: a credential stored meanwhile would be sealed
-// with a key the re-seal is moving away from.
-const lockForReseal = 'lock table provider_credentials in share row exclusive mode';
-const sealedRows = 'select id, application_id, provider, secret from provider_credentials';
 
 /**
  * At a worker's start (it holds the key): re-seals v1 credentials as v2, in one transaction, and
@@ -167,13 +150,12 @@ const sealedRows = 'select id, application_id, provider, secret from provider_cr
  */
 export async function upgradeSealedCredentials(em: EntityManager, key: Buffer | null, logger: Logger): Promise<number> {
   if (!key) return 0;
-  const legacy = `${sealedRows} where secret like 'v1.%'`;
   // Checked before locking, so that a start with nothing to upgrade takes no lock.
-  if ((await em.execute<SealedRow[]>(`${legacy} limit 1`)).length === 0) return 0;
-  return em.fork().transactional(async (tx) => {
-    await tx.execute(lockForReseal);
+  if ((await sealedCredentials(em, 'any v1')).length === 0) return 0;
+  return em.transactional(async (tx) => {
+    await lockCredentialsForReseal(tx);
     const resealed: { id: string; secret: string }[] = [];
-    for (const row of await tx.execute<SealedRow[]>(legacy)) {
+    for (const row of await sealedCredentials(tx, 'v1')) {
       try {
         resealed.push(reseal(row, key, key));
       } catch (error) {
@@ -192,9 +174,9 @@ export async function upgradeSealedCredentials(em: EntityManager, key: Buffer | 
  */
 export async function rotateCredentialsKey(em: EntityManager, currentKey: Buffer, newKey: Buffer): Promise<number> {
   if (currentKey.equals(newKey)) throw new Error('The new key is HERALD_CREDENTIALS_KEY itself: nothing to rotate.');
-  return em.fork().transactional(async (tx) => {
-    await tx.execute(lockForReseal);
-    const rows = await tx.execute<SealedRow[]>(`${sealedRows} order by application_id, provider`);
+  return em.transactional(async (tx) => {
+    await lockCredentialsForReseal(tx);
+    const rows = await sealedCredentials(tx, 'all');
     const resealed: { id: string; secret: string }[] = [];
     const unreadable: string[] = [];
     for (const row of rows) {
@@ -215,24 +197,3 @@ export async function rotateCredentialsKey(em: EntityManager, currentKey: Buffer
   });
 }
 
-/** A provider refused our credentials: its deliveries fail, and `credentials show` says why. */
-export async function markUnhealthy(em: EntityManager, credentialId: string, reason: string): Promise<void> {
-  await em.execute(
-    `update provider_credentials set unhealthy_since = coalesce(unhealthy_since, now()), last_error = ? where id = ?`,
-    [reason, credentialId],
-  );
-}
-
-/** A push was accepted: whatever was wrong with the credential or the way to the provider is over. */
-export async function markHealthy(em: EntityManager, credentialId: string): Promise<void> {
-  await em.execute(
-    `update provider_credentials set unhealthy_since = null, last_error = null, unreachable_since = null
-      where id = ? and (unhealthy_since is not null or unreachable_since is not null)`,
-    [credentialId],
-  );
-}
-
-/** A whole batch failed to reach the provider (refused, timed out, cut): `credentials show` says since when. */
-export async function markUnreachable(em: EntityManager, credentialId: string): Promise<void> {
-  await em.execute('update provider_credentials set unreachable_since = now() where id = ? and unreachable_since is null', [credentialId]);
-}

@@ -3,23 +3,15 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { conflict, notFound, validationFailed } from './errors.ts';
 import { isUuid } from './ids.ts';
+import { findDeliveryForEvent, findEvent, insertEvent, recordFirstSeen, touchInstallation, type EventRow } from '../db/sql.ts';
 
 type Schemas = components['schemas'];
 export type EventRequest = Schemas['EventCreate'];
 export type EventView = Schemas['Event'];
 export type EventType = EventRequest['type'];
 
-type EventRow = {
-  event_id: string;
-  delivery_id: string;
-  client_installation_id: string;
-  type: EventType;
-  occurred_at: Date;
-  received_at: Date;
-};
-
 /** The delivery column holding the first time each kind was reported. */
-const firstSeenColumn: Record<EventType, string> = {
+const firstSeenColumn: Record<EventType, 'received_at' | 'displayed_at' | 'opened_at' | 'dismissed_at'> = {
   received: 'received_at',
   displayed: 'displayed_at',
   opened: 'opened_at',
@@ -46,12 +38,12 @@ export async function recordEvent(
   if (!isUuid(request.delivery_id)) throw notFound();
   const eventId = request.event_id.toLowerCase();
 
-  return em.fork().transactional(async (tx) => {
-    const [delivery] = await tx.execute<{ installation_id: string | null; state: string; reason: string | null }[]>(
-      `select installation_id, state, reason from deliveries
-        where id = ? and application_id = ? and client_installation_id = ?`,
-      [request.delivery_id, applicationId, request.installation_id],
-    );
+  return em.transactional(async (tx) => {
+    const delivery = await findDeliveryForEvent(tx, {
+      applicationId,
+      deliveryId: request.delivery_id,
+      installationId: request.installation_id,
+    });
     if (!delivery) throw notFound();
     // A skipped delivery was never pushed, so no device can report on it. Pending, accepted and
     // failed ones may have reached the device (a push that timed out can still arrive).
@@ -60,37 +52,25 @@ export async function recordEvent(
     }
 
     // A concurrent report of the same event_id waits here for the first one to commit.
-    const inserted = await tx.execute<EventRow[]>(
-      `insert into delivery_events
-         (id, application_id, event_id, delivery_id, client_installation_id, type, occurred_at, received_at)
-       values (gen_random_uuid(), ?, ?, ?, ?, ?, ?, now())
-       on conflict (application_id, event_id) do nothing
-       returning event_id, delivery_id, client_installation_id, type, occurred_at, received_at`,
-      [applicationId, eventId, request.delivery_id, request.installation_id, request.type, occurredAt],
-    );
-    if (inserted.length > 0) {
-      const column = firstSeenColumn[request.type];
-      // least() ignores nulls: the earliest report of a kind is kept.
-      await tx.execute(`update deliveries set ${column} = least(${column}, ?) where id = ?`, [
-        occurredAt,
-        request.delivery_id,
-      ]);
-      if (delivery.installation_id) {
-        await tx.execute('update installations set last_seen_at = now() where id = ?', [delivery.installation_id]);
-      }
-      return { event: eventView(inserted[0]), created: true };
+    const inserted = await insertEvent(tx, applicationId, {
+      eventId,
+      deliveryId: request.delivery_id,
+      installationId: request.installation_id,
+      type: request.type,
+      occurredAt,
+    });
+    if (inserted) {
+      await recordFirstSeen(tx, request.delivery_id, firstSeenColumn[request.type], occurredAt);
+      if (delivery.installationRowId) await touchInstallation(tx, delivery.installationRowId);
+      return { event: eventView(inserted), created: true };
     }
 
-    const [existing] = await tx.execute<EventRow[]>(
-      `select event_id, delivery_id, client_installation_id, type, occurred_at, received_at
-         from delivery_events where application_id = ? and event_id = ?`,
-      [applicationId, eventId],
-    );
+    const existing = await findEvent(tx, applicationId, eventId);
     const same =
-      existing.delivery_id === request.delivery_id.toLowerCase() &&
-      existing.client_installation_id === request.installation_id &&
+      existing.deliveryId === request.delivery_id.toLowerCase() &&
+      existing.installationId === request.installation_id &&
       existing.type === request.type &&
-      new Date(existing.occurred_at).getTime() === occurredAt.getTime();
+      existing.occurredAt.getTime() === occurredAt.getTime();
     if (!same) throw conflict(eventConflictMessage);
     return { event: eventView(existing), created: false };
   });
@@ -98,11 +78,11 @@ export async function recordEvent(
 
 function eventView(row: EventRow): EventView {
   return {
-    event_id: row.event_id,
-    delivery_id: row.delivery_id,
-    installation_id: row.client_installation_id,
+    event_id: row.eventId,
+    delivery_id: row.deliveryId,
+    installation_id: row.installationId,
     type: row.type,
-    occurred_at: new Date(row.occurred_at).toISOString(),
-    received_at: new Date(row.received_at).toISOString(),
+    occurred_at: row.occurredAt.toISOString(),
+    received_at: row.receivedAt.toISOString(),
   };
 }

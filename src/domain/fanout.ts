@@ -1,17 +1,8 @@
 // The rules of fanout and delivery, free of I/O so that they can be tested directly: who gets a
 // push, how long a push may wait, how retries back off, and what a notification ends as.
 import type { Notification } from '../db/entities.ts';
+import type { Candidate } from '../db/sql.ts';
 import type { PushContent } from './payloads.ts';
-
-export type Candidate = {
-  id: string;
-  installationId: string;
-  userId: string;
-  platform: 'ios' | 'android';
-  providerIdentifier: string;
-  permission: string;
-  lastSeenAt: Date;
-};
 
 export type SkipReason = 'permission_denied' | 'permission_not_determined' | 'no_credentials' | 'duplicate_identifier';
 export type Classified = Candidate & { state: 'pending' | 'skipped'; reason: SkipReason | null };

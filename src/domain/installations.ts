@@ -50,7 +50,7 @@ export async function registerInstallation(
   input: InstallationInput,
 ): Promise<{ installation: Installation; created: boolean }> {
   const attempt = () =>
-    em.fork().transactional(async (tx) => {
+    em.transactional(async (tx) => {
       const existing = await tx.findOne(
         Installation,
         { applicationId, installationId },
@@ -88,7 +88,7 @@ export async function updateInstallation(
   installationId: string,
   patch: InstallationPatch,
 ): Promise<Installation> {
-  return em.fork().transactional(async (tx) => {
+  return em.transactional(async (tx) => {
     const installation = await tx.findOne(
       Installation,
       { applicationId, installationId },

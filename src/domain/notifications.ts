@@ -7,6 +7,7 @@ import type { components } from '../generated/api.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { conflict, notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { Notification } from '../db/entities.ts';
+import { claimKey, deleteExpiredKeys, deliveryCounts, findKey, findUnexpiredKey, type KeyClaim } from '../db/sql.ts';
 import { isUuid } from './ids.ts';
 import { payloadProblems, pushContent } from './payloads.ts';
 
@@ -81,7 +82,7 @@ export async function sendNotification(
   }
   await input.admit();
 
-  const result = await em.fork().transactional(async (tx) => {
+  const result = await em.transactional(async (tx) => {
     const id = uuidv7();
     if (idempotencyKey !== undefined) {
       const original = await claimIdempotencyKey(tx, { applicationId, key: idempotencyKey, hash, notificationId: id });
@@ -111,64 +112,24 @@ export async function sendNotification(
 const keyReusedMessage = 'This Idempotency-Key was already used for a different request.';
 
 /** The notification an unexpired key already names (same request), or null when the key is free. */
-async function findIdempotentSend(
-  em: EntityManager,
-  claim: { applicationId: string; key: string; hash: string },
-): Promise<string | null> {
-  const [existing] = await em.execute<{ request_hash: string; notification_id: string }[]>(
-    `select request_hash, notification_id from idempotency_keys
-      where application_id = ? and key = ? and created_at >= now() - make_interval(hours => ?)`,
-    [claim.applicationId, claim.key, idempotencyWindowHours],
-  );
+async function findIdempotentSend(em: EntityManager, claim: KeyClaim): Promise<string | null> {
+  const existing = await findUnexpiredKey(em, claim, idempotencyWindowHours);
   if (!existing) return null;
-  if (existing.request_hash !== claim.hash) throw conflict(keyReusedMessage);
-  return existing.notification_id;
+  if (existing.requestHash !== claim.hash) throw conflict(keyReusedMessage);
+  return existing.notificationId;
 }
 
-/**
- * Claims the key for a new notification, or returns the id of the notification it already names.
- * A concurrent claim of the same key blocks on the unique index until the first transaction ends,
- * so 25 simultaneous retries create exactly one notification. An expired claim is taken over.
- */
-async function claimIdempotencyKey(
-  tx: EntityManager,
-  claim: { applicationId: string; key: string; hash: string; notificationId: string },
-): Promise<string | null> {
-  const claimed = await tx.execute<{ notification_id: string }[]>(
-    `insert into idempotency_keys (id, application_id, key, request_hash, notification_id, created_at)
-     values (?, ?, ?, ?, ?, now())
-     on conflict (application_id, key) do update
-       set request_hash = excluded.request_hash, notification_id = excluded.notification_id, created_at = now()
-       where idempotency_keys.created_at < now() - make_interval(hours => ?)
-     returning notification_id`,
-    [uuidv7(), claim.applicationId, claim.key, claim.hash, claim.notificationId, idempotencyWindowHours],
-  );
-  if (claimed.length > 0) return null;
-  const [existing] = await tx.execute<{ request_hash: string; notification_id: string }[]>(
-    'select request_hash, notification_id from idempotency_keys where application_id = ? and key = ?',
-    [claim.applicationId, claim.key],
-  );
-  if (existing.request_hash !== claim.hash) throw conflict(keyReusedMessage);
-  return existing.notification_id;
+/** Claims the key for a new notification, or returns the id of the notification it already names. */
+async function claimIdempotencyKey(tx: EntityManager, claim: KeyClaim & { notificationId: string }): Promise<string | null> {
+  if (await claimKey(tx, { ...claim, id: uuidv7() }, idempotencyWindowHours)) return null;
+  const existing = await findKey(tx, claim);
+  if (existing.requestHash !== claim.hash) throw conflict(keyReusedMessage);
+  return existing.notificationId;
 }
 
-/**
- * Keys past the window no longer protect anything; claiming one takes it over anyway. At most
- * `limit` of them (retention deletes in short batches). The outer `created_at` condition is checked
- * again on a key a concurrent send has just taken over (which renews it): that one stays.
- */
-export async function deleteExpiredIdempotencyKeys(em: EntityManager, limit: number): Promise<number> {
-  const [{ count }] = await em.execute<{ count: number }[]>(
-    `with gone as (
-       delete from idempotency_keys
-        where id in (select id from idempotency_keys where created_at < now() - make_interval(hours => ?) limit ?)
-          and created_at < now() - make_interval(hours => ?)
-       returning 1
-     )
-     select count(*)::int as count from gone`,
-    [idempotencyWindowHours, limit, idempotencyWindowHours],
-  );
-  return count;
+/** At most `limit` keys past the window (retention deletes in short batches). */
+export function deleteExpiredIdempotencyKeys(em: EntityManager, limit: number): Promise<number> {
+  return deleteExpiredKeys(em, idempotencyWindowHours, limit);
 }
 
 export async function findNotification(em: EntityManager, applicationId: string, given: string): Promise<Notification> {
@@ -206,29 +167,12 @@ const zeroStatistics: Statistics = {
   skipped: 0,
 };
 
-/**
- * Counted from delivery rows, never kept as separate counters, so retries and concurrent events
- * cannot make them drift. An event kind counts once per delivery (its first time is stored).
- */
+/** Per notification, from its delivery rows (db/sql.ts deliveryCounts says why they cannot drift). */
 export async function statisticsFor(em: EntityManager, notificationIds: string[]): Promise<Map<string, Statistics>> {
   const statistics = new Map<string, Statistics>();
-  if (notificationIds.length === 0) return statistics;
-  const rows = await em.execute<(Statistics & { notification_id: string })[]>(
-    `select notification_id,
-            count(distinct user_id)::int as users,
-            count(*)::int as installations,
-            (count(*) filter (where state = 'accepted'))::int as accepted,
-            (count(*) filter (where state = 'failed'))::int as failed,
-            (count(*) filter (where state = 'skipped'))::int as skipped,
-            count(received_at)::int as received,
-            count(displayed_at)::int as displayed,
-            count(opened_at)::int as opened
-       from deliveries
-      where notification_id in (?)
-      group by notification_id`,
-    [notificationIds],
-  );
-  for (const { notification_id: id, ...counts } of rows) statistics.set(id, counts);
+  for (const { notificationId, pending: _pending, ...counts } of await deliveryCounts(em, notificationIds)) {
+    statistics.set(notificationId, counts);
+  }
   return statistics;
 }
 

@@ -4,7 +4,7 @@
 // `batchSize` rows, so no row lock a send or an event could wait on is held for long, and a run
 // stops at its time budget; the next run carries on where it stopped.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
+import { deleteDeliveriesOf, deleteNotifications, pickExpired } from '../db/sql.ts';
 import { deleteExpiredIdempotencyKeys } from './notifications.ts';
 
 /** Statuses a notification never leaves: nothing is pending, nothing will be written to it again. */
@@ -33,10 +33,7 @@ export type Removed = {
   done: boolean;
 };
 
-type Db = ReturnType<EntityManager['getKysely']>;
-
 export async function deleteExpired(em: EntityManager, options: RetentionOptions): Promise<Removed> {
-  const db: Db = em.getKysely();
   const started = performance.now();
   const removed: Removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0, done: false };
   const inTime = () => performance.now() - started < options.budgetMs && !options.signal?.aborted;
@@ -59,19 +56,24 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
   let reading = 64;
   for (;;) {
     if (!inTime()) return removed;
-    const ids = await pickExpired(db, options.retentionDays, options.batchSize, Math.min(reading, options.batchSize));
+    const ids = await pickExpired(em, {
+      retentionDays: options.retentionDays,
+      finishedStatuses,
+      batchSize: options.batchSize,
+      reading: Math.min(reading, options.batchSize),
+    });
     if (ids.length === 0) break;
     reading = ids.length >= reading ? reading * 2 : Math.max(ids.length * 2, 16);
     for (;;) {
       if (!inTime()) return removed;
-      const gone = await timed('deliveries', () => deleteDeliveriesOf(db, ids, options.batchSize), (result) => result.deliveries);
+      const gone = await timed('deliveries', () => deleteDeliveriesOf(em, ids, options.batchSize), (result) => result.deliveries);
       removed.deliveries += gone.deliveries;
       removed.events += gone.events;
       // A finished notification gets no new deliveries: fewer than a batch means none are left.
       if (gone.deliveries < options.batchSize) break;
     }
     if (!inTime()) return removed;
-    const gone = await timed('notifications', () => deleteNotifications(db, ids), (result) => result.notifications);
+    const gone = await timed('notifications', () => deleteNotifications(em, ids), (result) => result.notifications);
     removed.notifications += gone.notifications;
     removed.idempotencyKeys += gone.idempotencyKeys;
     // Cannot happen while finished notifications get no new deliveries; if it did, the same pick
@@ -80,66 +82,4 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
   }
   removed.done = true;
   return removed;
-}
-
-/**
- * The oldest finished notifications past the horizon (at most `reading`), as many as make about a
- * batch of deliveries: a notification has about one delivery per target user's installation, so
- * they are taken until their target users add up to a batch (at least one). The deliveries of one
- * pick then take a few statements, none of which walks back over the index entries of many
- * notifications already emptied. The created_at index gives them in order.
- */
-async function pickExpired(db: Db, retentionDays: number, batchSize: number, reading: number): Promise<string[]> {
-  const { rows } = await sql<{ id: string }>`
-    select id from (
-      select id, sum(cardinality(user_ids)) over (order by created_at rows unbounded preceding) - cardinality(user_ids) as before
-        from notifications
-       where created_at < now() - make_interval(days => ${retentionDays})
-         and status in (${sql.join(finishedStatuses)})
-       order by created_at
-       limit ${reading}
-    ) picked
-    where before < ${batchSize}
-  `.execute(db);
-  return rows.map((row) => row.id);
-}
-
-/**
- * Up to a batch of these notifications' deliveries, with their events (their foreign key cascades
- * too, but this way they are deleted as a set and counted). The ids are passed on as one array so
- * that both deletes probe their index, whatever the planner guesses of a CTE's size.
- */
-async function deleteDeliveriesOf(db: Db, notificationIds: string[], batchSize: number): Promise<{ deliveries: number; events: number }> {
-  const { rows } = await sql<{ deliveries: number; events: number }>`
-    with doomed as (
-      select array(select id from deliveries where notification_id = any(${notificationIds}::uuid[]) limit ${batchSize}) as ids
-    ), events as (
-      delete from delivery_events where delivery_id = any((select ids from doomed)::uuid[]) returning 1
-    ), gone as (
-      delete from deliveries where id = any((select ids from doomed)::uuid[]) returning 1
-    )
-    select (select count(*) from gone)::int as deliveries, (select count(*) from events)::int as events
-  `.execute(db);
-  return rows[0];
-}
-
-/**
- * The notifications themselves and any key still naming one. Only those with no delivery left: a
- * notification that still has some (the budget ran out) would take them all with it in one
- * statement through the cascade.
- */
-async function deleteNotifications(db: Db, notificationIds: string[]): Promise<{ notifications: number; idempotencyKeys: number }> {
-  const { rows } = await sql<{ notifications: number; idempotencyKeys: number }>`
-    with doomed as (
-      select n.id from notifications n
-       where n.id = any(${notificationIds}::uuid[])
-         and not exists (select 1 from deliveries d where d.notification_id = n.id)
-    ), keys as (
-      delete from idempotency_keys k using doomed where k.notification_id = doomed.id returning 1
-    ), gone as (
-      delete from notifications n using doomed where n.id = doomed.id returning 1
-    )
-    select (select count(*) from gone)::int as notifications, (select count(*) from keys)::int as "idempotencyKeys"
-  `.execute(db);
-  return rows[0];
 }

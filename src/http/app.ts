@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { RequestContext } from '@mikro-orm/postgresql';
 import express, { type Express, type Request } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import helmet from 'helmet';
@@ -57,6 +58,8 @@ export function createApp(options: AppOptions): Express {
       quietReqLogger: false,
     }),
   );
+  // One unit of work per request: handlers and the domain use orm.em, which is this request's fork.
+  app.use((_req, _res, next) => RequestContext.create(orm.em, next));
   // The order of checks: the operation and the token from the headers (404/405, 401/403), then the
   // body (400/413/415, depth and text), then the schema (422), then the handler's rules.
   app.use(authorize(orm, document));

@@ -60,11 +60,10 @@ export function authorize(orm: Orm, document: object): RequestHandler {
     const match = /^Bearer +(\S+) *$/i.exec(req.get('authorization') ?? '');
     if (!match) return next(unauthenticated());
     try {
-      const em = orm.em.fork();
-      const principal = await authenticate(em, match[1]);
+      const principal = await authenticate(orm.em, match[1]);
       if (!principal) return next(unauthenticated('invalid_token'));
       // Bookkeeping: a failed write is logged, never the request's failure.
-      await recordTokenUse(em, principal).catch((error: unknown) => req.log.warn({ err: error }, "could not record the token's last use"));
+      await recordTokenUse(orm.em, principal).catch((error: unknown) => req.log.warn({ err: error }, "could not record the token's last use"));
       if (!grants(principal.abilities, operation.abilities)) return next(forbidden(operation.abilities));
       principals.set(req, principal);
       next();

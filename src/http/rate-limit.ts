@@ -27,7 +27,7 @@ export function sendQuota(orm: Orm, limiter: SendLimiter, fallback: SendPolicy):
   const policyOf = async (req: Request) => {
     let policy = policies.get(req);
     if (!policy) {
-      policy = await sendPolicy(orm.em.fork(), principalOf(req).applicationId, fallback);
+      policy = await sendPolicy(orm.em, principalOf(req).applicationId, fallback);
       policies.set(req, policy);
     }
     return policy;

@@ -2,7 +2,9 @@ import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
-// Bearer tokens and device identifiers never reach a log line.
+// Bearer tokens and device push addresses never reach a log line: Herald's name for the address
+// (providerIdentifier), the API's (provider.identifier) and the column's, and `token`, what the
+// provider libraries and their errors call it.
 export const redactPaths = [
   'req.headers.authorization',
   'req.headers.cookie',

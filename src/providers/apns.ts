@@ -67,7 +67,7 @@ export function createApnsProvider(
       // One recipient per library send(): every push has its own payload (its delivery id), and
       // results come back keyed by device token, which pushes sharing a token would make ambiguous.
       const sendOne = (push: Push) =>
-        limit(async () => outcomeOf(push.deliveryId, await client.send(notificationFor(push, credentials.bundleId), push.token)));
+        limit(async () => outcomeOf(push.deliveryId, await client.send(notificationFor(push, credentials.bundleId), push.providerIdentifier)));
       // HTTP/2 writes go out when the event loop turns: issued all at once, the first push of a
       // batch would wait until the whole batch is built. A slice at a time, the first ones leave
       // while the rest are prepared.

@@ -107,7 +107,7 @@ export function messageFor(push: Push, now: number): TokenMessage {
   if (ttl === undefined) delete android.ttl;
   else android.ttl = ttl * 1000;
   const { android: _android, ...rest } = message;
-  return { ...rest, ...(Object.keys(android).length > 0 ? { android } : {}), token: push.token };
+  return { ...rest, ...(Object.keys(android).length > 0 ? { android } : {}), token: push.providerIdentifier };
 }
 
 function ttlSeconds(push: Push, now: number): number | undefined {

@@ -3,8 +3,8 @@
 import type { PushContent, PushIds } from '../domain/payloads.ts';
 
 export type Push = PushIds & {
-  /** The device's APNs token or FCM registration token. */
-  token: string;
+  /** The installation's push address: its APNs device token or FCM registration token. */
+  providerIdentifier: string;
   content: PushContent;
   /** Absolute expiry (apns-expiration; FCM ttl is derived from it). Null: the provider's default. */
   expiresAt: Date | null;

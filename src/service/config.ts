@@ -3,6 +3,9 @@ import path from 'node:path';
 import { z } from 'zod';
 import { credentialsKeyForm, decodeCredentialsKey } from '../domain/credentials-key.ts';
 
+/** pg-boss's schema when HERALD_QUEUE_SCHEMA is unset. */
+export const defaultQueueSchema = 'pgboss';
+
 const flag = z
   .enum(['true', 'false', '1', '0'])
   .transform((value) => value === 'true' || value === '1');
@@ -31,7 +34,7 @@ const schema = z.object({
   HERALD_SEND_QUOTA: z.coerce.number().int().min(1).default(600),
   HERALD_SEND_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
   // The Postgres schema of the job queue (pg-boss); every process of one deployment must agree.
-  HERALD_QUEUE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default('pgboss'),
+  HERALD_QUEUE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default(defaultQueueSchema),
   // Deliver jobs one worker process runs at once.
   HERALD_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   // `herald work` only: a port answering GET /healthz (the process runs) and /readyz (its database

@@ -10,6 +10,7 @@ import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from '../db/embedded.ts';
 import { migrate, openOrm, type Orm } from '../db/orm.ts';
 import { watchDatabase, type OutageWatch } from '../db/outage.ts';
+import { ping } from '../db/sql.ts';
 import { assertCredentialsReadable, credentialsKey, upgradeSealedCredentials } from '../domain/credentials.ts';
 import { createSendLimiter } from '../http/send-limiter.ts';
 import { createProviderClients, type ProviderClients } from '../worker/clients.ts';
@@ -132,7 +133,7 @@ export async function startService(
   if (roles.worker) await upgradeSealedCredentials(database.orm.em.fork(), key, logger);
   let workers: Workers | null = null;
   const outage = watchDatabase({
-    probe: () => database.orm.em.fork().execute('select 1'),
+    probe: () => ping(database.orm.em.fork()),
     logger,
     onDown: () => workers?.pause(),
     onUp: () => workers?.resume(),

@@ -4,7 +4,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
 import { v7 as uuidv7 } from 'uuid';
-import { markHealthy, markUnhealthy, markUnreachable } from '../domain/credentials.ts';
 import { Notification, ProviderCredential } from '../db/entities.ts';
 import {
   classify,
@@ -29,13 +28,16 @@ import {
   deliveryCounts,
   insertDeliveries,
   invalidateInstallations,
+  markCredentialHealthy,
+  markCredentialUnhealthy,
+  markCredentialUnreachable,
   recordResults,
   startProcessing,
   targetInstallations,
   type ClaimedDelivery,
   type DeliveryResult,
   type Invalidation,
-} from './sql.ts';
+} from '../db/sql.ts';
 
 export type DeliverJob = {
   notificationId: string;
@@ -152,8 +154,8 @@ function settle(notification: Notification, sent: ClaimedDelivery[], outcomes: P
       case 'invalid_token':
         fail(outcome.deliveryId, outcome.reason);
         attempt.invalidations.push({
-          installationId: delivery.installationId!,
-          token: delivery.token!,
+          installationRowId: delivery.installationRowId!,
+          providerIdentifier: delivery.providerIdentifier!,
           reason: outcome.reason,
           providerTimestamp: outcome.invalidatedAt ?? null,
         });
@@ -187,46 +189,69 @@ function settle(notification: Notification, sent: ClaimedDelivery[], outcomes: P
   return attempt;
 }
 
+/** Deliver: claim the batch's pending deliveries, push them a chunk at a time, record each chunk. */
 export async function runDeliver(em: EntityManager, context: JobContext, job: DeliverJob): Promise<void> {
   const db = em.fork();
   const notification = await db.findOne(Notification, { id: job.notificationId });
   if (!notification) return;
-  const claimed = await claimPending(db, job.deliveryIds);
-  const unsendable: DeliveryResult[] = [];
-  const skip = (deliveryId: string, reason: string) => unsendable.push({ deliveryId, state: 'skipped', reason, providerMessageId: null });
-  const fail = (deliveryId: string, reason: string) => unsendable.push({ deliveryId, state: 'failed', reason, providerMessageId: null });
+  const { sendable, unsendable } = await claim(db, notification, job);
+  const client = sendable.length > 0 ? await context.clients.get(db, job.applicationId, providerOf[job.platform]) : null;
+  if (sendable.length > 0 && !client) {
+    for (const delivery of sendable) unsendable.push(ended(delivery.deliveryId, 'skipped', 'no_credentials'));
+  }
+  if (unsendable.length > 0) await record(db, context, job, { ...noAttempt(), results: unsendable });
+  if (client) await sendAndRecord(db, context, job, notification, client, sendable);
+  await completeIfDone(db, job.notificationId);
+}
 
+const ended = (deliveryId: string, state: 'skipped' | 'failed', reason: string): DeliveryResult => ({
+  deliveryId,
+  state,
+  reason,
+  providerMessageId: null,
+});
+
+/** Claims the batch's pending deliveries: those that can still be pushed, and the end of the others. */
+async function claim(
+  db: EntityManager,
+  notification: Notification,
+  job: DeliverJob,
+): Promise<{ sendable: ClaimedDelivery[]; unsendable: DeliveryResult[] }> {
   const sendable: ClaimedDelivery[] = [];
-  for (const delivery of claimed) {
-    if (!delivery.installationId || !delivery.token) skip(delivery.deliveryId, 'installation_deleted');
-    else if (delivery.installationStatus !== 'active') skip(delivery.deliveryId, 'installation_invalid');
-    else if (!mayAttempt(notification, delivery.attempts)) fail(delivery.deliveryId, 'expired');
+  const unsendable: DeliveryResult[] = [];
+  for (const delivery of await claimPending(db, job.deliveryIds)) {
+    if (!delivery.installationRowId || !delivery.providerIdentifier) unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_deleted'));
+    else if (delivery.installationStatus !== 'active') unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_invalid'));
+    else if (!mayAttempt(notification, delivery.attempts)) unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
     else sendable.push(delivery);
   }
+  return { sendable, unsendable };
+}
 
-  const client = sendable.length > 0 ? await context.clients.get(db, job.applicationId, providerOf[job.platform]) : null;
-  if (sendable.length > 0 && !client) for (const delivery of sendable) skip(delivery.deliveryId, 'no_credentials');
-  if (unsendable.length > 0) await record(db, context, job, { ...noAttempt(), results: unsendable });
-
-  if (client) {
-    // Exactly the content the fanout measured and recorded as this platform's truncation.
-    const { content } = fitToPlatform(pushContent(notification), job.platform);
-    const expiry = expiresAt(notification);
-    // Outcomes are recorded a chunk at a time, each before the next chunk is sent: a crash or a
-    // database outage re-sends at most the one chunk whose answers were not recorded yet.
-    for (const part of chunk(sendable, context.recordEvery)) {
-      const pushes: Push[] = part.map((delivery) => ({
-        deliveryId: delivery.deliveryId,
-        notificationId: notification.id,
-        token: delivery.token!,
-        content,
-        expiresAt: expiry,
-      }));
-      const outcomes = await sendChunk(db, context, job, client, pushes);
-      await record(db, context, job, settle(notification, part, outcomes));
-    }
+async function sendAndRecord(
+  db: EntityManager,
+  context: JobContext,
+  job: DeliverJob,
+  notification: Notification,
+  client: ProviderClient,
+  sendable: ClaimedDelivery[],
+): Promise<void> {
+  // Exactly the content the fanout measured and recorded as this platform's truncation.
+  const { content } = fitToPlatform(pushContent(notification), job.platform);
+  const expiry = expiresAt(notification);
+  // Outcomes are recorded a chunk at a time, each before the next chunk is sent: a crash or a
+  // database outage re-sends at most the one chunk whose answers were not recorded yet.
+  for (const part of chunk(sendable, context.recordEvery)) {
+    const pushes: Push[] = part.map((delivery) => ({
+      deliveryId: delivery.deliveryId,
+      notificationId: notification.id,
+      providerIdentifier: delivery.providerIdentifier!,
+      content,
+      expiresAt: expiry,
+    }));
+    const outcomes = await sendChunk(db, context, job, client, pushes);
+    await record(db, context, job, settle(notification, part, outcomes));
   }
-  await completeIfDone(db, job.notificationId);
 }
 
 const noAttempt = (): Attempt => ({ results: [], invalidations: [], retry: [], retryAfter: 0 });
@@ -240,13 +265,13 @@ async function sendChunk(db: EntityManager, context: JobContext, job: DeliverJob
     if (answered === 'timeout') {
       context.logger.warn({ notificationId: job.notificationId, pushes: pushes.length, deadlineMs: context.sendDeadlineMs }, 'provider send timed out');
       context.clients.report(client, 'broken');
-      await markUnreachable(db, client.credentialId);
+      await markCredentialUnreachable(db, client.credentialId);
       return failAll('provider timeout');
     }
     outcomes = answered;
     const reached = outcomes.length === 0 || !outcomes.every((o) => o.kind === 'transient' && unreachable.has(o.reason));
     context.clients.report(client, reached ? 'reached' : 'unreachable');
-    if (!reached) await markUnreachable(db, client.credentialId);
+    if (!reached) await markCredentialUnreachable(db, client.credentialId);
   } catch (error) {
     // The adapters map provider errors to outcomes; anything thrown is retried like a 5xx.
     context.logger.error({ err: error, notificationId: job.notificationId }, 'provider send failed');
@@ -254,10 +279,10 @@ async function sendChunk(db: EntityManager, context: JobContext, job: DeliverJob
   }
   const refused = outcomes.find((outcome) => outcome.kind === 'credentials');
   if (refused) {
-    await markUnhealthy(db, client.credentialId, refused.reason);
+    await markCredentialUnhealthy(db, client.credentialId, refused.reason);
     context.logger.error({ applicationId: job.applicationId, provider: providerOf[job.platform], reason: refused.reason }, 'provider refused the credentials');
   } else if (outcomes.some((outcome) => outcome.kind === 'accepted')) {
-    await markHealthy(db, client.credentialId);
+    await markCredentialHealthy(db, client.credentialId);
   }
   return outcomes;
 }
@@ -292,6 +317,6 @@ export async function failDeliver(em: EntityManager, job: DeliverJob): Promise<v
  * delivery and closes the notification; completeNotification makes a concurrent second call a no-op.
  */
 async function completeIfDone(em: EntityManager, notificationId: string): Promise<void> {
-  const counts = await deliveryCounts(em, notificationId);
+  const [counts = { pending: 0, accepted: 0, failed: 0 }] = await deliveryCounts(em, [notificationId]);
   if (counts.pending === 0) await completeNotification(em, notificationId, finalStatus(counts));
 }

@@ -4,8 +4,10 @@
 // worker sweeps once a second for leases whose holder's lock is gone and hands those jobs back,
 // so another worker retries them within a few seconds.
 import { randomInt } from 'node:crypto';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
+import { compiled, dropLeases, holdersWithoutLock, releaseLease, takeHolderLock, takeLease, type TakenLease } from '../db/sql.ts';
 import type { Logger } from '../logging/logger.ts';
 
 export type Leases = {
@@ -34,6 +36,7 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
   const holder = randomInt(1, 2 ** 31 - 1);
   const pool = new pg.Pool({ connectionString: options.url, max: 2 });
   pool.on('error', () => undefined);
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
   let lock: pg.Client | null = null;
   let stopped = false;
 
@@ -47,7 +50,8 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
     });
     try {
       await client.connect();
-      await client.query('select pg_advisory_lock($1, $2)', [lockNamespace, holder]);
+      const lockStatement = compiled(takeHolderLock(lockNamespace, holder));
+      await client.query(lockStatement.text, lockStatement.values);
       lock = client;
     } catch {
       await client.end().catch(() => undefined);
@@ -55,40 +59,30 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
   };
   await hold();
 
-  // Deletes the leases `where` selects; the jobs still active among them fail, so pg-boss retries
-  // them, at once: the job did nothing wrong, its process died or its database went away.
-  const handBack = async (where: string, params: unknown[], reason: string): Promise<number> => {
-    const { rows } = await pool.query<{ job_id: string; queue: string }>(
-      `delete from job_leases where queue_schema = $1 and ${where} returning job_id, queue`,
-      [queueSchema, ...params],
-    );
-    for (const job of rows) {
+  // The jobs of these deleted leases that are still active fail, so pg-boss retries them, at once:
+  // the job did nothing wrong, its process died or its database went away.
+  const handBack = async (leases: TakenLease[], reason: string): Promise<number> => {
+    for (const job of leases) {
       // A job pg-boss has already settled (completed, retried) is left alone.
       const current = await boss.getJobById(job.queue, job.job_id);
       if (current?.state !== 'active') continue;
       await boss.fail(job.queue, job.job_id, { message: reason });
       await boss.update(job.queue, undefined, { id: job.job_id, startAfter: new Date() });
     }
-    return rows.length;
+    return leases.length;
   };
 
   const missingSince = new Map<number, number>();
   const sweep = async () => {
     await hold();
-    const { rows } = await pool.query<{ holder: number }>(
-      `select distinct holder from job_leases
-        where queue_schema = $2 and holder not in (select objid::bigint from pg_locks
-                              where locktype = 'advisory' and classid = $1 and objsubid = 2 and granted)`,
-      [lockNamespace, queueSchema],
-    );
     const now = Date.now();
-    const missing = new Set(rows.map((row) => row.holder));
+    const missing = new Set(await holdersWithoutLock(db, lockNamespace, queueSchema));
     for (const known of missingSince.keys()) if (!missing.has(known)) missingSince.delete(known);
     for (const gone of missing) {
       const since = missingSince.get(gone) ?? now;
       missingSince.set(gone, since);
       if (now - since < missingForMs) continue;
-      const jobs = await handBack('holder = $2', [gone], 'its worker process died');
+      const jobs = await handBack(await dropLeases(db, queueSchema, gone), 'its worker process died');
       if (jobs > 0) logger.warn({ holder: gone, jobs }, 'jobs of a worker that died handed back');
       missingSince.delete(gone);
     }
@@ -102,24 +96,20 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
 
   return {
     async take(jobId, queue) {
-      await pool.query(
-        `insert into job_leases (job_id, queue_schema, queue, holder) values ($1, $2, $3, $4)
-         on conflict (job_id) do update set holder = excluded.holder, taken_at = now()`,
-        [jobId, queueSchema, queue, holder],
-      );
+      await takeLease(db, { jobId, queueSchema, queue, holder });
     },
     async release(jobId) {
-      await pool.query('delete from job_leases where job_id = $1 and holder = $2', [jobId, holder]);
+      await releaseLease(db, jobId, holder);
     },
     async handBackOrphans(running) {
-      await handBack('holder = $2 and job_id <> all($3::uuid[])', [holder, [...running]], 'the database went away while it ran');
+      await handBack(await dropLeases(db, queueSchema, holder, [...running]), 'the database went away while it ran');
     },
     async stop() {
       stopped = true;
       clearInterval(timer);
       await sweeping;
       await lock?.end().catch(() => undefined);
-      await pool.end().catch(() => undefined);
+      await db.destroy().catch(() => undefined);
     },
   };
 }

@@ -13,16 +13,14 @@ export const queues = {
   deliverFailed: 'deliver_failed',
 } as const;
 
-export const defaultQueueSchema = 'pgboss';
-
 export async function startBoss(
   connectionString: string,
   logger: Logger,
-  options: { worker: boolean; schema?: string; outage?: OutageWatch },
+  options: { worker: boolean; schema: string; outage?: OutageWatch },
 ): Promise<PgBoss> {
   const boss = new PgBoss({
     connectionString,
-    schema: options.schema ?? defaultQueueSchema,
+    schema: options.schema,
     max: options.worker ? 10 : 3,
     // Only workers supervise (expire, retry, archive) and listen; an API process just enqueues.
     supervise: options.worker,

@@ -1,8 +1,9 @@
 // The fanout's rules without I/O: eligibility, expiry, backoff and the final status.
-import { classify, expiresAt, finalStatus, mayAttempt, retryDelaySeconds, type Candidate } from '../../src/domain/fanout.ts';
+import type { Candidate } from '../../src/db/sql.ts';
+import { classify, expiresAt, finalStatus, mayAttempt, retryDelaySeconds } from '../../src/domain/fanout.ts';
 
 const candidate = (overrides: Partial<Candidate>): Candidate => ({
-  id: crypto.randomUUID(),
+  rowId: crypto.randomUUID(),
   installationId: 'i',
   userId: 'u',
   platform: 'ios',

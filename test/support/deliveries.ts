@@ -1,15 +1,16 @@
-// Database helpers for tests that need what the (not yet built) fanout would write: delivery rows,
-// plus small queries on the tables and on the job queue. Everything goes to the real database.
+// Database helpers for tests: delivery rows in a given state without running a fanout, and small
+// queries on the tables and on the job queue. Everything goes to the real database.
 import { randomUUID } from 'node:crypto';
 import type { Orm } from '../../src/db/orm.ts';
+import type { Harness } from './harness.ts';
 
 export type DeliveryState = 'pending' | 'accepted' | 'failed' | 'skipped';
 
 export type DeliveryInput = {
   applicationId: string;
   notificationId: string;
-  /** The installation's `id` (installations.id); null as after the installation was deleted. */
-  installationId: string | null;
+  /** The installation's row (installations.id); null as after the installation was deleted. */
+  installationRowId: string | null;
   /** The client's installation identifier (installations.installation_id). */
   clientInstallationId: string;
   userId: string | null;
@@ -31,7 +32,7 @@ export async function insertDelivery(orm: Orm, delivery: DeliveryInput): Promise
       id,
       delivery.applicationId,
       delivery.notificationId,
-      delivery.installationId,
+      delivery.installationRowId,
       delivery.clientInstallationId,
       delivery.userId,
       delivery.platform ?? 'ios',
@@ -53,10 +54,10 @@ export function countNotifications(orm: Orm, applicationId: string): Promise<num
   return countRows(orm, 'select count(*)::int as count from notifications where application_id = ?', [applicationId]);
 }
 
-export function countFanoutJobs(orm: Orm, applicationId: string): Promise<number> {
+export function countFanoutJobs(harness: Pick<Harness, 'orm' | 'queueSchema'>, applicationId: string): Promise<number> {
   return countRows(
-    orm,
-    `select count(*)::int as count from pgboss.job where name = 'fanout' and data->>'applicationId' = ?`,
+    harness.orm,
+    `select count(*)::int as count from ${harness.queueSchema}.job where name = 'fanout' and data->>'applicationId' = ?`,
     [applicationId],
   );
 }
@@ -72,10 +73,10 @@ export function countEvents(orm: Orm, applicationId: string, eventId?: string): 
 
 export type FanoutJobRow = { id: string; name: string; state: string; data: Record<string, unknown>; xmin: string };
 
-export async function fanoutJob(orm: Orm, id: string): Promise<FanoutJobRow | undefined> {
-  const [job] = await orm.em
+export async function fanoutJob(harness: Pick<Harness, 'orm' | 'queueSchema'>, id: string): Promise<FanoutJobRow | undefined> {
+  const [job] = await harness.orm.em
     .fork()
-    .execute<FanoutJobRow[]>(`select id::text, name, state::text, data, xmin::text from pgboss.job where id = ?`, [id]);
+    .execute<FanoutJobRow[]>(`select id::text, name, state::text, data, xmin::text from ${harness.queueSchema}.job where id = ?`, [id]);
   return job;
 }
 

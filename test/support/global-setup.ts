@@ -7,6 +7,7 @@ import pg from 'pg';
 import { startEmbeddedPostgres } from '../../src/db/embedded.ts';
 import { migrate, openOrm } from '../../src/db/orm.ts';
 import { startBoss } from '../../src/worker/queue.ts';
+import { defaultQueueSchema } from '../../src/service/config.ts';
 import { createLogger } from '../../src/logging/logger.ts';
 
 type RunDatabase = { url: string; drop(): Promise<void> };
@@ -54,7 +55,7 @@ export default async function globalSetup(): Promise<void> {
   await migrate(orm);
   await orm.close();
   // Installs the job queue's schema and queues once, before workers race to do it.
-  const boss = await startBoss(database.url, logger, { worker: false });
+  const boss = await startBoss(database.url, logger, { worker: false, schema: defaultQueueSchema });
   await boss.stop({ graceful: false });
   process.env.HERALD_TEST_DATABASE_URL = database.url;
   state.heraldTestDatabase = database;

@@ -11,11 +11,14 @@ import { fanoutEnqueuer, startBoss } from '../../src/worker/queue.ts';
 import { createApp } from '../../src/http/app.ts';
 import { loadDocument } from '../../src/http/document.ts';
 import { createLogger, type Logger } from '../../src/logging/logger.ts';
+import { defaultQueueSchema } from '../../src/service/config.ts';
 
 export type Harness = {
   app: Express;
   orm: Orm;
   boss: PgBoss;
+  /** pg-boss's schema: where this harness's jobs are. */
+  queueSchema: string;
   url: string;
   logger: Logger;
   newApplication(name?: string): Promise<TestApplication>;
@@ -41,7 +44,8 @@ export async function startHarness(
   const logger = options.logger ?? createLogger('silent');
   const orm = await openOrm(url, 5);
   await migrate(orm);
-  const boss = await startBoss(url, logger, { worker: false, schema: options.queueSchema });
+  const queueSchema = options.queueSchema ?? defaultQueueSchema;
+  const boss = await startBoss(url, logger, { worker: false, schema: queueSchema });
   const limiterPool = new pg.Pool({ connectionString: url, max: 2 });
   limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit connection lost'));
   const app = createApp({
@@ -58,6 +62,7 @@ export async function startHarness(
     app,
     orm,
     boss,
+    queueSchema,
     url,
     logger,
     async newApplication(name = 'test') {

@@ -8,6 +8,7 @@ import { createApplication, createToken } from '../../src/domain/applications.ts
 import { setApnsCredentials, setFcmCredentials } from '../../src/domain/credentials.ts';
 import { clientAbilities } from '../../src/domain/tokens.ts';
 import { startBoss } from '../../src/worker/queue.ts';
+import { defaultQueueSchema } from '../../src/service/config.ts';
 import { createLogger } from '../../src/logging/logger.ts';
 
 /** A fresh database `name` on the server of `adminUrl`; drop() removes it, whoever is still connected. */
@@ -59,7 +60,7 @@ export async function seedApplication(
   } finally {
     await orm.close();
   }
-  const boss = await startBoss(url, createLogger('silent'), { worker: false, schema: options.queueSchema });
+  const boss = await startBoss(url, createLogger('silent'), { worker: false, schema: options.queueSchema ?? defaultQueueSchema });
   await boss.stop({ graceful: false });
   const client = new pg.Client({ connectionString: url });
   await client.connect();

@@ -68,8 +68,8 @@ export async function fcmSimulator(
   };
 }
 
-export function makePush(token: string, content: PushContent = { notification: { title: 'Hello', body: 'World' } }, expiresAt: Date | null = null): Push {
-  return { deliveryId: randomUUID(), notificationId: randomUUID(), token, content, expiresAt };
+export function makePush(providerIdentifier: string, content: PushContent = { notification: { title: 'Hello', body: 'World' } }, expiresAt: Date | null = null): Push {
+  return { deliveryId: randomUUID(), notificationId: randomUUID(), providerIdentifier, content, expiresAt };
 }
 
 /** An APNs provider token (ES256 JWT) as Apple expects it. */

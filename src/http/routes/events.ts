@@ -7,7 +7,7 @@ export function eventsRouter(orm: Orm): Router {
   const router = Router();
   router.post('/api/v1/events', async (req, res) => {
     const { applicationId } = principalOf(req);
-    const { event, created } = await recordEvent(orm.em.fork(), applicationId, req.body);
+    const { event, created } = await recordEvent(orm.em, applicationId, req.body);
     res.status(created ? 201 : 200).json({ data: event });
   });
   return router;

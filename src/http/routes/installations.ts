@@ -16,7 +16,7 @@ export function installationsRouter(orm: Orm): Router {
   router.put(path, async (req, res) => {
     const { applicationId } = principalOf(req);
     const { installation, created } = await registerInstallation(
-      orm.em.fork(),
+      orm.em,
       applicationId,
       req.params.installationId,
       req.body,
@@ -26,19 +26,19 @@ export function installationsRouter(orm: Orm): Router {
 
   router.patch(path, async (req, res) => {
     const { applicationId } = principalOf(req);
-    const installation = await updateInstallation(orm.em.fork(), applicationId, req.params.installationId, req.body);
+    const installation = await updateInstallation(orm.em, applicationId, req.params.installationId, req.body);
     res.json({ data: installationView(installation) });
   });
 
   router.get(path, async (req, res) => {
     const { applicationId } = principalOf(req);
-    const installation = await findInstallation(orm.em.fork(), applicationId, req.params.installationId);
+    const installation = await findInstallation(orm.em, applicationId, req.params.installationId);
     res.json({ data: installationView(installation) });
   });
 
   router.delete(path, async (req, res) => {
     const { applicationId } = principalOf(req);
-    await deleteInstallation(orm.em.fork(), applicationId, req.params.installationId);
+    await deleteInstallation(orm.em, applicationId, req.params.installationId);
     res.status(204).end();
   });
 

@@ -20,8 +20,7 @@ export function notificationsRouter(orm: Orm, enqueueFanout: EnqueueFanout, quot
 
   router.post(sendPath, async (req, res) => {
     const { applicationId } = principalOf(req);
-    const em = orm.em.fork();
-    const { notification, accepted } = await sendNotification(em, enqueueFanout, {
+    const { notification, accepted } = await sendNotification(orm.em, enqueueFanout, {
       applicationId,
       request: req.body,
       idempotencyKey: req.get('idempotency-key'),
@@ -30,31 +29,29 @@ export function notificationsRouter(orm: Orm, enqueueFanout: EnqueueFanout, quot
     });
     // A replay took nothing from the quota, and says how much is left all the same.
     if (!res.hasHeader('RateLimit')) await quota.announce(req, res);
-    const [data] = await notificationViews(em, [notification]);
+    const [data] = await notificationViews(orm.em, [notification]);
     res.status(202).json({ data, meta: { accepted } });
   });
 
   router.get('/api/v1/notifications', async (req, res) => {
     const { applicationId } = principalOf(req);
-    const em = orm.em.fork();
-    const { notifications, nextCursor } = await listNotifications(em, applicationId, {
+    const { notifications, nextCursor } = await listNotifications(orm.em, applicationId, {
       limit: req.query.limit === undefined ? defaultPageSize : Number(req.query.limit),
       cursor: typeof req.query.cursor === 'string' ? req.query.cursor : undefined,
     });
-    res.json({ data: await notificationViews(em, notifications), meta: { next_cursor: nextCursor } });
+    res.json({ data: await notificationViews(orm.em, notifications), meta: { next_cursor: nextCursor } });
   });
 
   router.get('/api/v1/notifications/:notificationId', async (req, res) => {
     const { applicationId } = principalOf(req);
-    const em = orm.em.fork();
-    const notification = await findNotification(em, applicationId, req.params.notificationId);
-    const [data] = await notificationViews(em, [notification]);
+    const notification = await findNotification(orm.em, applicationId, req.params.notificationId);
+    const [data] = await notificationViews(orm.em, [notification]);
     res.json({ data });
   });
 
   router.get('/api/v1/notifications/:notificationId/deliveries', async (req, res) => {
     const { applicationId } = principalOf(req);
-    const { deliveries, nextCursor } = await listDeliveries(orm.em.fork(), applicationId, req.params.notificationId, {
+    const { deliveries, nextCursor } = await listDeliveries(orm.em, applicationId, req.params.notificationId, {
       limit: req.query.limit === undefined ? defaultPageSize : Number(req.query.limit),
       cursor: typeof req.query.cursor === 'string' ? req.query.cursor : undefined,
       userId: typeof req.query.user_id === 'string' ? req.query.user_id : undefined,

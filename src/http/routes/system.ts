@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import type { Orm } from '../../db/orm.ts';
+import { ping } from '../../db/sql.ts';
 
 export function systemRouter(orm: Orm, document: object): Router {
   const router = Router();
@@ -8,7 +9,7 @@ export function systemRouter(orm: Orm, document: object): Router {
   });
   router.get('/readyz', async (req, res) => {
     try {
-      await orm.em.fork().execute('select 1');
+      await ping(orm.em);
       res.json({ status: 'ok' });
     } catch (error) {
       req.log.warn({ err: error }, 'database unreachable');
