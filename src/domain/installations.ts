@@ -93,6 +93,17 @@ export async function findInstallation(
   return installation;
 }
 
+/** The fields a PATCH writes: the user as given, and `permission_updated_at` only on a new permission. */
+export function patchedFields(existing: Installation, patch: InstallationPatch, now: Date) {
+  const permissionChanged = patch.permission !== undefined && patch.permission !== existing.permission;
+  return {
+    userId: patch.user_id !== undefined ? patch.user_id : existing.userId,
+    permission: permissionChanged ? patch.permission! : existing.permission,
+    permissionUpdatedAt: permissionChanged ? now : existing.permissionUpdatedAt,
+    lastSeenAt: now,
+  };
+}
+
 export async function updateInstallation(
   em: EntityManager,
   applicationId: string,
@@ -106,13 +117,7 @@ export async function updateInstallation(
       { lockMode: LockMode.PESSIMISTIC_WRITE },
     );
     if (!installation) throw notFound();
-    const now = new Date();
-    if (patch.user_id !== undefined) installation.userId = patch.user_id;
-    if (patch.permission !== undefined && patch.permission !== installation.permission) {
-      installation.permission = patch.permission;
-      installation.permissionUpdatedAt = now;
-    }
-    installation.lastSeenAt = now;
+    tx.assign(installation, patchedFields(installation, patch, new Date()));
     return installation;
   });
 }

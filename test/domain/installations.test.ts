@@ -1,7 +1,7 @@
-// Installation rules without I/O, on a fixed clock: what a PUT writes, and when a provider's
-// invalidation is stale.
+// Installation rules without I/O, on a fixed clock: what a PUT and a PATCH write, and when a
+// provider's invalidation is stale.
 import { Installation } from '../../src/db/entities.ts';
-import { isStaleInvalidation, replacement, type InstallationInput } from '../../src/domain/installations.ts';
+import { isStaleInvalidation, patchedFields, replacement, type InstallationInput } from '../../src/domain/installations.ts';
 
 const registered = new Date('2026-01-10T08:00:00.000Z');
 const now = new Date('2026-02-20T17:30:00.000Z');
@@ -93,6 +93,33 @@ describe('replacement (what a PUT writes)', () => {
     const fields = replacement(before, put(), now);
     expect(fields).toMatchObject({ status: 'invalid', invalidatedAt: before.invalidatedAt, invalidReason: 'Unregistered' });
     expect(fields.lastSeenAt).toBe(now);
+  });
+});
+
+describe('patchedFields (what a PATCH writes)', () => {
+  test('the same permission keeps permission_updated_at; another one moves it', () => {
+    expect(patchedFields(existing(), { permission: 'authorized' }, now)).toEqual({
+      userId: 'user-1',
+      permission: 'authorized',
+      permissionUpdatedAt: registered,
+      lastSeenAt: now,
+    });
+    expect(patchedFields(existing(), { permission: 'denied' }, now)).toMatchObject({ permission: 'denied', permissionUpdatedAt: now });
+  });
+
+  test('the user is replaced when given, detached by null, and kept when left out', () => {
+    expect(patchedFields(existing(), { user_id: 'user-2' }, now).userId).toBe('user-2');
+    expect(patchedFields(existing(), { user_id: null }, now).userId).toBeNull();
+    expect(patchedFields(existing(), { permission: 'denied' }, now).userId).toBe('user-1');
+  });
+
+  test('a user change alone moves last_seen_at and leaves the permission and its date alone', () => {
+    expect(patchedFields(existing(), { user_id: 'user-2' }, now)).toEqual({
+      userId: 'user-2',
+      permission: 'authorized',
+      permissionUpdatedAt: registered,
+      lastSeenAt: now,
+    });
   });
 });
 
