@@ -21,7 +21,20 @@ let counter = 0;
 /** A fresh installation id per test, so tests never share state. */
 const newId = (label: string) => `${label}-${Date.now()}-${++counter}`;
 const path = (installationId: string) => `/api/v1/installations/${encodeURIComponent(installationId)}`;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Fixes the server's clock (Date only; timers and I/O run as usual) until the test ends; `tick`
+ * moves it a second on. Timestamps a test compares then differ because the clock moved, not
+ * because enough wall time happened to pass between two requests.
+ */
+function fixedClock() {
+  import.meta.jest.useFakeTimers({
+    doNotFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate', 'nextTick', 'queueMicrotask', 'hrtime', 'performance'],
+    now: Date.now(),
+  });
+  return { tick: () => import.meta.jest.setSystemTime(Date.now() + 1000) };
+}
+afterEach(() => import.meta.jest.useRealTimers());
 
 const put = (installationId: string, body: unknown, bearer = token) =>
   request(harness.app).put(path(installationId)).set('Authorization', `Bearer ${bearer}`).send(body as object);
@@ -115,8 +128,9 @@ describe('PUT /api/v1/installations/{installationId}', () => {
 
   test('a replace keeps registered_at and moves last_seen_at', async () => {
     const id = newId('registered-at');
+    const clock = fixedClock();
     const first = await put(id, { provider: { identifier: 'tok' }, platform: 'ios' });
-    await sleep(15);
+    clock.tick();
     const second = await put(id, { provider: { identifier: 'tok' }, platform: 'ios' });
     expect(second.body.data.registered_at).toBe(first.body.data.registered_at);
     expect(Date.parse(second.body.data.last_seen_at)).toBeGreaterThan(Date.parse(first.body.data.last_seen_at));
@@ -124,11 +138,12 @@ describe('PUT /api/v1/installations/{installationId}', () => {
 
   test('identifier_updated_at changes only when the identifier changes', async () => {
     const id = newId('identifier-updated');
+    const clock = fixedClock();
     const first = await put(id, { provider: { identifier: 'tok-a' }, platform: 'ios' });
-    await sleep(15);
+    clock.tick();
     const same = await put(id, { provider: { identifier: 'tok-a' }, platform: 'ios', user_id: 'u' });
     expect(same.body.data.identifier_updated_at).toBe(first.body.data.identifier_updated_at);
-    await sleep(15);
+    clock.tick();
     const changed = await put(id, { provider: { identifier: 'tok-b' }, platform: 'ios' });
     expect(Date.parse(changed.body.data.identifier_updated_at)).toBeGreaterThan(
       Date.parse(first.body.data.identifier_updated_at),
@@ -138,11 +153,12 @@ describe('PUT /api/v1/installations/{installationId}', () => {
 
   test('permission_updated_at changes only when the permission changes', async () => {
     const id = newId('permission-updated');
+    const clock = fixedClock();
     const first = await put(id, { provider: { identifier: 'tok' }, platform: 'ios', permission: 'authorized' });
-    await sleep(15);
+    clock.tick();
     const same = await put(id, { provider: { identifier: 'tok-2' }, platform: 'ios', permission: 'authorized' });
     expect(same.body.data.permission_updated_at).toBe(first.body.data.permission_updated_at);
-    await sleep(15);
+    clock.tick();
     const changed = await put(id, { provider: { identifier: 'tok-2' }, platform: 'ios', permission: 'denied' });
     expect(changed.body.data.permission).toBe('denied');
     expect(Date.parse(changed.body.data.permission_updated_at)).toBeGreaterThan(
@@ -152,8 +168,9 @@ describe('PUT /api/v1/installations/{installationId}', () => {
 
   test('dropping the permission on a replace resets it to unknown and counts as a permission change', async () => {
     const id = newId('permission-reset');
+    const clock = fixedClock();
     const first = await put(id, { provider: { identifier: 'tok' }, platform: 'ios', permission: 'denied' });
-    await sleep(15);
+    clock.tick();
     const res = await put(id, { provider: { identifier: 'tok' }, platform: 'ios' });
     expect(res.body.data.permission).toBe('unknown');
     expect(Date.parse(res.body.data.permission_updated_at)).toBeGreaterThan(
@@ -280,12 +297,13 @@ describe('PATCH /api/v1/installations/{installationId}', () => {
 
   test('a permission change sets permission_updated_at; the same permission does not', async () => {
     const id = newId('patch-permission');
+    const clock = fixedClock();
     const created = await put(id, { provider: { identifier: 'tok' }, platform: 'ios', permission: 'authorized' });
-    await sleep(15);
+    clock.tick();
     const same = await patch(id, { permission: 'authorized' });
     expect(same.status).toBe(200);
     expect(same.body.data.permission_updated_at).toBe(created.body.data.permission_updated_at);
-    await sleep(15);
+    clock.tick();
     const changed = await patch(id, { permission: 'denied' });
     expect(changed.status).toBe(200);
     expect(changed.body.data.permission).toBe('denied');

@@ -43,6 +43,17 @@ export function replacement(existing: Installation | null, input: InstallationIn
   };
 }
 
+/**
+ * Whether a provider's report that a token is dead is stale. APNs dates its 410 (when it found the
+ * token no longer valid); a date older than the installation's last identifier change concerns a
+ * token the device has replaced since, so it must not invalidate the installation. A report
+ * without a date (FCM, APNs's other reasons) is never stale. The worker applies this rule in SQL
+ * (invalidateInstallations), where the identifier's date is.
+ */
+export function isStaleInvalidation(providerTimestamp: Date | null, identifierUpdatedAt: Date): boolean {
+  return providerTimestamp !== null && providerTimestamp.getTime() < identifierUpdatedAt.getTime();
+}
+
 export async function registerInstallation(
   em: EntityManager,
   applicationId: string,
@@ -82,6 +93,17 @@ export async function findInstallation(
   return installation;
 }
 
+/** The fields a PATCH writes: the user as given, and `permission_updated_at` only on a new permission. */
+export function patchedFields(existing: Installation, patch: InstallationPatch, now: Date) {
+  const permissionChanged = patch.permission !== undefined && patch.permission !== existing.permission;
+  return {
+    userId: patch.user_id !== undefined ? patch.user_id : existing.userId,
+    permission: permissionChanged ? patch.permission! : existing.permission,
+    permissionUpdatedAt: permissionChanged ? now : existing.permissionUpdatedAt,
+    lastSeenAt: now,
+  };
+}
+
 export async function updateInstallation(
   em: EntityManager,
   applicationId: string,
@@ -95,13 +117,7 @@ export async function updateInstallation(
       { lockMode: LockMode.PESSIMISTIC_WRITE },
     );
     if (!installation) throw notFound();
-    const now = new Date();
-    if (patch.user_id !== undefined) installation.userId = patch.user_id;
-    if (patch.permission !== undefined && patch.permission !== installation.permission) {
-      installation.permission = patch.permission;
-      installation.permissionUpdatedAt = now;
-    }
-    installation.lastSeenAt = now;
+    tx.assign(installation, patchedFields(installation, patch, new Date()));
     return installation;
   });
 }

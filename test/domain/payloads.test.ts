@@ -1,5 +1,6 @@
-// Cutting a push to fit each provider's 4096-byte limit, without I/O: what is kept, where the cut
-// falls, what is dropped, and what is still refused at send time.
+// What each provider receives for a push and how it is cut to fit their 4096-byte limit, without
+// I/O: how content and options map onto APNs and FCM, what is kept, where the cut falls, what is
+// dropped, and what is still refused at send time.
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import type { Truncation } from '../../src/db/entities.ts';
@@ -282,5 +283,114 @@ describe('payloadProblems', () => {
       'data.from',
       'data.gcm.x',
     ]);
+  });
+});
+
+const ids = { deliveryId: 'delivery-1', notificationId: 'notification-1' };
+
+describe('apnsPayload', () => {
+  test('maps the content and every option onto aps, and the ids and URLs onto herald', () => {
+    const push = content(
+      { title: 'Order shipped', body: 'On its way', image_url: 'https://cdn.example.com/a.png', action_url: 'app://orders/1' },
+      {
+        data: { order_id: 1042 },
+        options: { sound: 'bell.caf', badge: 3, ios_category: 'ORDER', collapse_id: 'order-1042', priority: 'high', ttl: 60, android_channel_id: 'orders' },
+      },
+    );
+    expect(apnsPayload(push, ids)).toEqual({
+      order_id: 1042,
+      aps: {
+        alert: { title: 'Order shipped', body: 'On its way' },
+        sound: 'bell.caf',
+        badge: 3,
+        category: 'ORDER',
+        'thread-id': 'order-1042',
+        'mutable-content': 1,
+      },
+      herald: { delivery_id: 'delivery-1', notification_id: 'notification-1', image_url: 'https://cdn.example.com/a.png', action_url: 'app://orders/1' },
+    });
+  });
+
+  test('a push with only a title shows it alone, and absent fields are left out rather than null', () => {
+    expect(apnsPayload(content({ title: 'Hi', body: null, image_url: null, action_url: null }), ids)).toEqual({
+      aps: { alert: { title: 'Hi' } },
+      herald: { delivery_id: 'delivery-1', notification_id: 'notification-1' },
+    });
+  });
+
+  test('a data-only push has no alert and is content-available, to wake the app in the background', () => {
+    expect(apnsPayload(content({}, { data: { sync: 'inbox' } }), ids)).toEqual({
+      sync: 'inbox',
+      aps: { 'content-available': 1 },
+      herald: { delivery_id: 'delivery-1', notification_id: 'notification-1' },
+    });
+  });
+
+  test('iOS overrides are merged last: nested objects merge, other values replace, Android ones are ignored', () => {
+    const push = content(
+      { title: 'Hi', body: 'There' },
+      {
+        data: { tags: ['a', 'b'] },
+        options: { sound: 'default', platform_overrides: { ios: { aps: { sound: 'bell.caf', 'interruption-level': 'time-sensitive' }, tags: ['c'] }, android: { priority: 'HIGH' } } },
+      },
+    );
+    expect(apnsPayload(push, ids)).toEqual({
+      tags: ['c'],
+      aps: { alert: { title: 'Hi', body: 'There' }, sound: 'bell.caf', 'interruption-level': 'time-sensitive' },
+      herald: { delivery_id: 'delivery-1', notification_id: 'notification-1' },
+    });
+  });
+});
+
+describe('fcmMessage', () => {
+  test('maps the content and every option onto notification, data and android', () => {
+    const push = content(
+      { title: 'Order shipped', body: 'On its way', image_url: 'https://cdn.example.com/a.png', action_url: 'app://orders/1' },
+      {
+        data: { order: 'A-1042' },
+        options: { sound: 'bell', badge: 3, android_channel_id: 'orders', collapse_id: 'order-1042', priority: 'high', ttl: 60, ios_category: 'ORDER' },
+      },
+    );
+    expect(fcmMessage(push, ids)).toEqual({
+      notification: { title: 'Order shipped', body: 'On its way', imageUrl: 'https://cdn.example.com/a.png' },
+      data: { order: 'A-1042', herald_delivery_id: 'delivery-1', herald_notification_id: 'notification-1', herald_action_url: 'app://orders/1' },
+      android: {
+        priority: 'high',
+        collapseKey: 'order-1042',
+        notification: { channelId: 'orders', sound: 'bell', notificationCount: 3 },
+      },
+    });
+  });
+
+  test('data values that are not strings are sent as JSON, since FCM data holds only strings', () => {
+    const push = content({ title: 'Hi' }, { data: { text: 'plain', count: 2, flag: false, nothing: null, nested: { a: [1, '2'] } } });
+    expect((fcmMessage(push, ids) as { data: Record<string, string> }).data).toEqual({
+      text: 'plain',
+      count: '2',
+      flag: 'false',
+      nothing: 'null',
+      nested: '{"a":[1,"2"]}',
+      herald_delivery_id: 'delivery-1',
+      herald_notification_id: 'notification-1',
+    });
+  });
+
+  test('a data-only push has no notification, and no options leave android empty', () => {
+    expect(fcmMessage(content({ title: null, body: null, image_url: null, action_url: null }, { data: { sync: 'inbox' } }), ids)).toEqual({
+      data: { sync: 'inbox', herald_delivery_id: 'delivery-1', herald_notification_id: 'notification-1' },
+      android: {},
+    });
+  });
+
+  test('Android overrides are merged last into android: nested objects merge, other values replace', () => {
+    const push = content(
+      { title: 'Hi' },
+      { options: { priority: 'normal', android_channel_id: 'orders', platform_overrides: { android: { priority: 'high', notification: { color: '#ff0000' } }, ios: { aps: { badge: 9 } } } } },
+    );
+    expect(fcmMessage(push, ids)).toEqual({
+      notification: { title: 'Hi' },
+      data: { herald_delivery_id: 'delivery-1', herald_notification_id: 'notification-1' },
+      android: { priority: 'high', notification: { channelId: 'orders', color: '#ff0000' } },
+    });
   });
 });

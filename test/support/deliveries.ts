@@ -96,6 +96,15 @@ export async function ageIdempotencyKey(orm: Orm, applicationId: string, key: st
     );
 }
 
+/** Dates a recorded event's received_at, which the database sets from its own clock. */
+export async function setEventReceivedAt(orm: Orm, applicationId: string, eventId: string, at: Date): Promise<void> {
+  await orm.em.fork().execute('update delivery_events set received_at = ? where application_id = ? and event_id = ?', [
+    at,
+    applicationId,
+    eventId,
+  ]);
+}
+
 export async function setInstallationLastSeen(orm: Orm, installationRowId: string, at: Date): Promise<void> {
   await orm.em.fork().execute('update installations set last_seen_at = ? where id = ?', [at, installationRowId]);
 }
