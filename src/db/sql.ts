@@ -178,9 +178,9 @@ export type Invalidation = { installationRowId: string; providerIdentifier: stri
 
 /**
  * Invalidates installations whose identifier the provider declared dead, unless the device has
- * registered a new one since: the identifier must still be the one we sent to, and a provider's
- * invalidation older than the last identifier change does not count (the stale-410 rule, written
- * here as a set-based condition).
+ * registered a new one since: the identifier must still be the one we sent to, and the last line
+ * is `not isStaleInvalidation(provider_timestamp, identifier_updated_at)` (domain/installations.ts,
+ * the stale-410 rule and its tests) as a set-based condition.
  */
 export async function invalidateInstallations(db: Db, invalidations: Invalidation[]): Promise<void> {
   if (invalidations.length === 0) return;

@@ -44,11 +44,11 @@ export function replacement(existing: Installation | null, input: InstallationIn
 }
 
 /**
- * Whether a provider's report that a token is dead is stale. APNs dates its 410 (when it found the
- * token no longer valid); a date older than the installation's last identifier change concerns a
- * token the device has replaced since, so it must not invalidate the installation. A report
- * without a date (FCM, APNs's other reasons) is never stale. The worker applies this rule in SQL
- * (invalidateInstallations), where the identifier's date is.
+ * Whether a provider's report that a push address is dead is stale. APNs dates its 410 (when it
+ * found the token no longer valid); a date older than the installation's last identifier change
+ * concerns an identifier the device has replaced since, so it must not invalidate the
+ * installation. A report without a date (FCM, APNs's other reasons) is never stale. The worker
+ * applies this rule in SQL (db/sql.ts invalidateInstallations), where the identifier's date is.
  */
 export function isStaleInvalidation(providerTimestamp: Date | null, identifierUpdatedAt: Date): boolean {
   return providerTimestamp !== null && providerTimestamp.getTime() < identifierUpdatedAt.getTime();
