@@ -15,7 +15,7 @@ export function ormConfig(clientUrl: string, poolMax = 10) {
     entities,
     extensions: [Migrator],
     pool: { max: poolMax },
-    // Entities are small and always read whole; identity-map bookkeeping is the only cost.
+    // Timestamps are written and read as UTC, whatever the database server's time zone.
     forceUtcTimezone: true,
     debug: false,
     // Tables without entities, created in migrations (rate-limiter-flexible's; the job leases): never diffed away.

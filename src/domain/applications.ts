@@ -60,7 +60,8 @@ export async function revokeToken(em: EntityManager, tokenId: string): Promise<b
   return true;
 }
 
-// A hash of a random secret, so that an unknown public id costs the same as a wrong secret.
+// Compared against when the public id is unknown (no token's secret hashes to it), so that an
+// unknown public id costs the same as a wrong secret.
 const decoyHash = hashSecret('decoy');
 
 /**

@@ -13,3 +13,12 @@ export function decodeCursor(cursor: string): string {
   const hex = Buffer.from(cursor, 'base64url').toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
+
+/**
+ * A page from the rows read for it: read `limit + 1`, so that the extra one says whether a next
+ * page exists without a count; its cursor is the last answered row's id.
+ */
+export function toPage<T extends { id: string }>(rows: T[], limit: number): { items: T[]; nextCursor: string | null } {
+  const items = rows.slice(0, limit);
+  return { items, nextCursor: rows.length > limit ? encodeCursor(items[items.length - 1].id) : null };
+}

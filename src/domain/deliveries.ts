@@ -1,7 +1,7 @@
 // Reading a notification's deliveries: the per-installation answer to "why didn't X get it".
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
-import { decodeCursor, encodeCursor } from './cursor.ts';
+import { decodeCursor, toPage } from './cursor.ts';
 import { Delivery } from '../db/entities.ts';
 import { findNotification } from './notifications.ts';
 
@@ -25,8 +25,7 @@ export async function listDeliveries(
     },
     { orderBy: { id: 'asc' }, limit: page.limit + 1 },
   );
-  const deliveries = rows.slice(0, page.limit);
-  const nextCursor = rows.length > page.limit ? encodeCursor(deliveries[deliveries.length - 1].id) : null;
+  const { items: deliveries, nextCursor } = toPage(rows, page.limit);
   return { deliveries, nextCursor };
 }
 

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../generated/api.ts';
-import { decodeCursor, encodeCursor } from './cursor.ts';
+import { decodeCursor, toPage } from './cursor.ts';
 import { conflict, notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { Notification } from '../db/entities.ts';
 import { claimKey, deleteExpiredKeys, deliveryCounts, findKey, findUnexpiredKey, type KeyClaim } from '../db/sql.ts';
@@ -151,9 +151,8 @@ export async function listNotifications(
     { applicationId, ...(after ? { id: { $lt: after } } : {}) },
     { orderBy: { id: 'desc' }, limit: page.limit + 1 },
   );
-  const notifications = rows.slice(0, page.limit);
-  const hasMore = rows.length > page.limit;
-  return { notifications, nextCursor: hasMore ? encodeCursor(notifications[notifications.length - 1].id) : null };
+  const { items: notifications, nextCursor } = toPage(rows, page.limit);
+  return { notifications, nextCursor };
 }
 
 const zeroStatistics: Statistics = {

@@ -7,7 +7,7 @@ import { isUuid } from '../domain/ids.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
 import type { ApnsCredentials } from '../domain/credentials.ts';
-import { createLimiter, networkReason, summarize, unusableProvider } from './support.ts';
+import { createLimiter, networkReason, socketHost, summarize, unusableProvider } from './support.ts';
 
 export type ApnsProviderOptions = {
   /** Requests in flight at once on the one connection, across concurrent send() calls. */
@@ -106,7 +106,7 @@ function endpointOptions(endpoints: ProviderEndpoints): { address?: string; port
   if (!endpoints.apns) return {};
   const url = new URL(endpoints.apns);
   return {
-    address: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    address: socketHost(url),
     port: url.port ? Number(url.port) : 443,
     ...(endpoints.ca ? { ca: [endpoints.ca] } : {}),
   };

@@ -14,6 +14,7 @@ import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { createSign } from 'node:crypto';
 import type { FcmCredentials } from '../domain/credentials.ts';
+import { parseJsonOrUndefined, socketHost } from './support.ts';
 
 const fcmAuthority = 'https://fcm.googleapis.com';
 
@@ -31,7 +32,7 @@ export type EndpointRoute = <T>(fn: () => T) => T;
 /** The route to `endpoint` (trusting `ca`) for one provider's calls. Installs the wrapper once; idempotent. */
 export function fcmEndpointRoute(endpoint: string, ca?: string): EndpointRoute {
   const url = new URL(endpoint);
-  const target: Target = { host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(url.port || 443), ca };
+  const target: Target = { host: socketHost(url), port: Number(url.port || 443), ca };
   const { storage } = installRoute();
   return (fn) => storage.run(target, fn);
 }
@@ -124,7 +125,7 @@ export function endpointCredential(
         assertion: `${unsigned}.${signature}`,
       }).toString();
       const { status, body } = await post(tokenUrl, form, ca);
-      const answer = parseJson(body) as { access_token?: string; expires_in?: number; error?: string; error_description?: string };
+      const answer = (parseJsonOrUndefined(body) ?? {}) as { access_token?: string; expires_in?: number; error?: string; error_description?: string };
       if (status !== 200 || typeof answer.access_token !== 'string') {
         // firebase-admin recognises `invalid_grant` in the message (revoked or wrong key).
         throw Object.assign(new Error(`${answer.error ?? `HTTP ${status}`}: ${answer.error_description ?? body}`), { status });
@@ -132,14 +133,6 @@ export function endpointCredential(
       return { access_token: answer.access_token, expires_in: answer.expires_in ?? 3600 };
     },
   };
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return {};
-  }
 }
 
 function post(url: URL, form: string, ca?: string): Promise<{ status: number; body: string }> {

@@ -8,7 +8,7 @@ import type { Logger } from '../logging/logger.ts';
 import { endpointCredential, fcmEndpointRoute, type EndpointRoute } from './fcm-endpoint.ts';
 import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
 import type { FcmCredentials } from '../domain/credentials.ts';
-import { createLimiter, networkReason, parseRetryAfter, summarize, unusableProvider } from './support.ts';
+import { createLimiter, networkReason, parseJsonOrUndefined, parseRetryAfter, summarize, unusableProvider } from './support.ts';
 
 export type FcmProviderOptions = {
   /** sendEach calls in flight at once, across concurrent send() calls; each opens its own HTTP/2 connection. */
@@ -129,7 +129,7 @@ type SdkError = {
 
 /** What Google said, read from the response body the SDK keeps on the error. */
 function serverError(data: unknown): { errorCode?: string; status?: string; message?: string; tokenField: boolean } {
-  const error = (typeof data === 'string' ? safeJson(data) : data) as
+  const error = (typeof data === 'string' ? parseJsonOrUndefined(data) : data) as
     | { error?: { status?: string; message?: string; details?: { '@type'?: string; errorCode?: string; fieldViolations?: { field?: string }[] }[] } }
     | undefined;
   const details = error?.error?.details ?? [];
@@ -198,12 +198,4 @@ function isNetworkFailure(error: unknown): boolean {
     current = current.cause as typeof current;
   }
   return false;
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

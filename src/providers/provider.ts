@@ -12,11 +12,12 @@ export type Push = PushIds & {
 
 export type PushOutcome =
   | { deliveryId: string; kind: 'accepted'; providerId?: string }
-  /** The token is dead (BadDeviceToken, Unregistered, UNREGISTERED...): fail and invalidate. */
+  /** The push address is dead (BadDeviceToken, Unregistered, UNREGISTERED...): fail and invalidate. */
   | { deliveryId: string; kind: 'invalid_token'; reason: string; invalidatedAt?: Date }
-  /** This push can never succeed (payload refused, topic disallowed...): fail, keep the device. */
+  /** This push can never succeed (payload too large, bad collapse id...): fail, keep the device. */
   | { deliveryId: string; kind: 'rejected'; reason: string }
-  /** Our credentials are wrong or revoked: fail with `provider_credentials`, never touch devices. */
+  /** Our credentials are wrong, revoked or not allowed this app (TopicDisallowed): fail with
+   * `provider_credentials`, never touch devices. */
   | { deliveryId: string; kind: 'credentials'; reason: string }
   /** Worth another try later (429, 5xx, timeouts); `retryAfterSeconds` from the provider if given. */
   | { deliveryId: string; kind: 'transient'; reason: string; retryAfterSeconds?: number };

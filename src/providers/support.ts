@@ -68,3 +68,17 @@ export function networkReason(error: unknown): NetworkReason {
   }
   return 'provider connection lost';
 }
+
+/** A URL's host as a socket wants it: an IPv6 address without the brackets it has in a URL. */
+export function socketHost(url: URL): string {
+  return url.hostname.replace(/^\[(.*)\]$/, '$1');
+}
+
+/** A provider's answer parsed, or undefined when it is not JSON (a proxy's HTML error page...). */
+export function parseJsonOrUndefined(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
