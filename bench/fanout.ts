@@ -28,7 +28,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { loadConfig } from '../src/service/config.ts';
+import { loadConfig, type Config } from '../src/service/config.ts';
 import type { PushContent } from '../src/domain/payloads.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { createApnsProvider } from '../src/providers/apns.ts';
@@ -56,6 +56,7 @@ import {
   startSimulatorsProcess,
   statusKb,
   waitForHttp,
+  type Launched,
   type SimulatorsProcess,
 } from './support.ts';
 
@@ -77,6 +78,9 @@ if (settings.notifications * settings.recipients > settings.users) {
 }
 
 const targets = { ratio: 0.6, deliveriesPerSecond: 5000, idleFirstPushMs: 100 };
+/** Pushes per platform in a throughput round, and deliveries accepted in all. */
+const perPlatform = settings.notifications * settings.recipients;
+const expected = perPlatform * 2;
 
 /** What every notification of the benchmark says: a typical visible push with a little data and a TTL. */
 const message = {
@@ -346,12 +350,10 @@ function coresUsed(before: CpuSnapshot, after: CpuSnapshot, seconds: number) {
   };
 }
 
-async function run(): Promise<number> {
-  const adminUrl = env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const stamp = new Date().toISOString().replace(/\D/g, '').slice(0, 17);
-  const database = `herald_bench_${stamp}`;
-  const expected = settings.notifications * settings.recipients * 2;
+/** The benchmark's database with its application and installations, and the simulators. */
+type Setup = { url: string; tmp: string; sims: Simulators; endpoints: ProviderEndpoints; credentialsKey: Buffer; serverToken: string };
 
+async function setUp(adminUrl: string, database: string): Promise<Setup> {
   log(`Herald fanout benchmark, ${new Date().toISOString()}`);
   log(
     `machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}; ` +
@@ -371,18 +373,20 @@ async function run(): Promise<number> {
   const credentialsKey = randomBytes(32);
   const prepared = await seedApplication(url, { name: 'Fanout benchmark', credentialsKey, keys: sims.keys, users: settings.users });
   log(`registered ${integer(prepared.installations)} installations (${integer(settings.users)} users × iOS + Android)`);
+  return { url, tmp, sims, endpoints, credentialsKey, serverToken: prepared.serverToken };
+}
 
-  const perPlatform = settings.notifications * settings.recipients;
+/** What the phases run against: Herald as its own process, pointed at the simulators, and the database. */
+type Stage = Setup & { server: Launched; heraldConfig: Config; pool: pg.Pool; client: ReturnType<typeof api>; startRssKb: number | null };
 
-  // (b) Herald as its own process, pointed at the simulators.
+async function startHerald(setup: Setup): Promise<Stage> {
   const port = await freePort();
-  const heraldEnv = heraldEnvironment({ databaseUrl: url, port, dataDir: path.join(tmp, 'herald'), ...sims, credentialsKey });
+  const heraldEnv = heraldEnvironment({ databaseUrl: setup.url, port, dataDir: path.join(setup.tmp, 'herald'), ...setup.sims, credentialsKey: setup.credentialsKey });
   for (const name of ['HERALD_WORKER_CONCURRENCY', 'HERALD_DELIVER_BATCH_SIZE', 'HERALD_DB_POOL_MAX']) {
     if (env[name]) heraldEnv[name] = env[name];
   }
   if (env.BENCH_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.BENCH_HERALD_NODE_OPTIONS;
   const heraldConfig = loadConfig(heraldEnv);
-  const queueSchema = heraldConfig.HERALD_QUEUE_SCHEMA;
   const server = launch('herald start', herald, ['start', '--no-simulate'], { cwd: root, env: heraldEnv });
   cleanups.add('herald', () => server.stop());
   await waitForHttp(`http://127.0.0.1:${port}/readyz`, 60_000, () => !server.exited());
@@ -393,21 +397,33 @@ async function run(): Promise<number> {
   );
 
   const startRssKb = statusKb(server.pid, 'VmRSS');
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  const pool = new pg.Pool({ connectionString: setup.url, max: 2 });
   cleanups.add('pool', () => pool.end());
-  const client = api(port, prepared.serverToken);
-  const recipients = (index: number) =>
-    Array.from({ length: settings.recipients }, (_, offset) => userId(((index * settings.recipients + offset) % settings.users) + 1));
-  const alive = () => !server.exited();
+  return { ...setup, server, heraldConfig, pool, client: api(port, setup.serverToken), startRssKb };
+}
 
-  // Warm-up (not measured): provider connections, tokens, JIT, statement caches.
+/** The users notification `index` of a phase goes to: distinct across the notifications of a round. */
+function recipients(index: number): string[] {
+  return Array.from({ length: settings.recipients }, (_, offset) => userId(((index * settings.recipients + offset) % settings.users) + 1));
+}
+
+const alive = (stage: Stage) => () => !stage.server.exited();
+
+/** Not measured: provider connections, tokens, JIT, statement caches. */
+async function warmUp(stage: Stage): Promise<void> {
   for (let index = 0; index < settings.warmupNotifications; index++) {
-    const sent = await client.send(recipients(index), `warmup-${index}`);
-    await waitCompleted(pool, [sent.id], 10, alive);
+    const sent = await stage.client.send(recipients(index), `warmup-${index}`);
+    await waitCompleted(stage.pool, [sent.id], 10, alive(stage));
   }
   await sleep(500);
+}
 
-  // Idle latency: one notification at a time on a quiet system.
+type Idle = { latency: number[]; timeline: Record<string, number>; jobs: QueueTimes[] };
+
+/** Idle latency: one notification at a time on a quiet system. */
+async function idlePhase(stage: Stage): Promise<Idle> {
+  const { sims, pool, client } = stage;
+  const queueSchema = stage.heraldConfig.HERALD_QUEUE_SCHEMA;
   await clearSimulators(sims);
   const idleStarted = Date.now();
   const idleSent: Sent[] = [];
@@ -415,63 +431,76 @@ async function run(): Promise<number> {
     await sleep(settings.idleGapMs);
     const sent = await client.send(recipients(index), `idle-${index}`);
     idleSent.push(sent);
-    await waitCompleted(pool, [sent.id], 10, alive);
+    await waitCompleted(pool, [sent.id], 10, alive(stage));
   }
   const idleOutcome = await outcomes(pool, idleSent.map((sent) => sent.id));
   if (idleOutcome.accepted !== settings.idleNotifications * settings.recipients * 2) {
     throw new Error(`idle phase: ${idleOutcome.accepted} deliveries accepted of ${settings.idleNotifications * settings.recipients * 2}`);
   }
   const idleReceived = await readSimulators(sims);
-  const idleLatency = firstPushLatencies(idleSent, idleReceived);
-  const idleTimeline = await timeline(pool, queueSchema, idleSent, idleReceived);
-  const idleJobs = await queueTimes(pool, queueSchema, idleStarted);
-  log(`idle: ${idleSent.length} notifications one at a time, 202 → first push p50 ${integer(percentile(idleLatency, 50))} ms`);
-
-  // Throughput: every notification of a round sent at once, each to its own 500 users.
-  const loadRound = async (round: number) => {
-    await clearSimulators(sims);
-    await sleep(500);
-    const before = cpuSnapshot(server.pid, sims.process.pid);
-    const started = Date.now();
-    const sent = await Promise.all(
-      Array.from({ length: settings.notifications }, (_, index) => client.send(recipients(index), `load-${stamp}-${round}-${index}`)),
-    );
-    const ids = sent.map((notification) => notification.id);
-    await waitCompleted(pool, ids, 20, alive);
-    const first202 = Math.min(...sent.map((notification) => notification.acceptedAt));
-    const after = cpuSnapshot(server.pid, sims.process.pid);
-    const cpuWindow = (Date.now() - started) / 1000;
-    const result = await outcomes(pool, ids);
-    if (result.accepted !== expected || result.pending > 0) {
-      throw new Error(`throughput round ${round + 1}: ${result.accepted} of ${expected} deliveries accepted (${JSON.stringify(result)})`);
-    }
-    const received = await readSimulators(sims);
-    const seconds = (result.lastAccepted - first202) / 1000;
-    return {
-      rate: result.accepted / seconds,
-      seconds,
-      accepted: result.accepted,
-      statuses: result.statuses,
-      latency: firstPushLatencies(sent, received),
-      sendSpanMs: Math.max(...sent.map((notification) => notification.acceptedAt)) - Math.min(...sent.map((notification) => notification.postedAt)),
-      providerRate: received.pushes / ((received.last - received.firstAt) / 1000),
-      received,
-      cores: coresUsed(before, after, cpuWindow),
-      cpuWindow,
-      jobs: await queueTimes(pool, queueSchema, started),
-    };
+  const latency = firstPushLatencies(idleSent, idleReceived);
+  const idle = {
+    latency,
+    timeline: await timeline(pool, queueSchema, idleSent, idleReceived),
+    jobs: await queueTimes(pool, queueSchema, idleStarted),
   };
-  // (a) and (b) alternate, one ceiling run then one Herald round, so that whatever else the machine
-  // does meanwhile weighs on both alike; each pair gives a ratio. Herald sits idle during (a).
-  const ceiling = await openCeiling(sims, endpoints, perPlatform, perPlatform);
+  log(`idle: ${idleSent.length} notifications one at a time, 202 → first push p50 ${integer(percentile(latency, 50))} ms`);
+  return idle;
+}
+
+/** Throughput: every notification of a round sent at once, each to its own 500 users. */
+async function loadRound(stage: Stage, round: number, stamp: string) {
+  const { sims, server, pool, client } = stage;
+  await clearSimulators(sims);
+  await sleep(500);
+  const before = cpuSnapshot(server.pid, sims.process.pid);
+  const started = Date.now();
+  const sent = await Promise.all(
+    Array.from({ length: settings.notifications }, (_, index) => client.send(recipients(index), `load-${stamp}-${round}-${index}`)),
+  );
+  const ids = sent.map((notification) => notification.id);
+  await waitCompleted(pool, ids, 20, alive(stage));
+  const first202 = Math.min(...sent.map((notification) => notification.acceptedAt));
+  const after = cpuSnapshot(server.pid, sims.process.pid);
+  const cpuWindow = (Date.now() - started) / 1000;
+  const result = await outcomes(pool, ids);
+  if (result.accepted !== expected || result.pending > 0) {
+    throw new Error(`throughput round ${round + 1}: ${result.accepted} of ${expected} deliveries accepted (${JSON.stringify(result)})`);
+  }
+  const received = await readSimulators(sims);
+  const seconds = (result.lastAccepted - first202) / 1000;
+  return {
+    rate: result.accepted / seconds,
+    seconds,
+    accepted: result.accepted,
+    statuses: result.statuses,
+    latency: firstPushLatencies(sent, received),
+    sendSpanMs: Math.max(...sent.map((notification) => notification.acceptedAt)) - Math.min(...sent.map((notification) => notification.postedAt)),
+    providerRate: received.pushes / ((received.last - received.firstAt) / 1000),
+    received,
+    cores: coresUsed(before, after, cpuWindow),
+    cpuWindow,
+    jobs: await queueTimes(pool, stage.heraldConfig.HERALD_QUEUE_SCHEMA, started),
+  };
+}
+
+type Round = Awaited<ReturnType<typeof loadRound>> & { ceiling: number; ceilingOthers: number; ratio: number; rssKb: number | null };
+
+/**
+ * (a) and (b) alternate, one ceiling run then one Herald round, so that whatever else the machine
+ * does meanwhile weighs on both alike; each pair gives a ratio. Herald sits idle during (a).
+ */
+async function alternateRounds(stage: Stage, stamp: string): Promise<Round[]> {
+  const { sims, server } = stage;
+  const ceiling = await openCeiling(sims, stage.endpoints, perPlatform, perPlatform);
   cleanups.add('ceiling providers', () => ceiling.close());
-  const rounds: (Awaited<ReturnType<typeof loadRound>> & { ceiling: number; ceilingOthers: number; ratio: number; rssKb: number | null })[] = [];
+  const rounds: Round[] = [];
   for (let round = 0; round < settings.rounds; round++) {
     const before = cpuSnapshot(server.pid, sims.process.pid);
     const ceilingStarted = performance.now();
     const ceilingRate = await ceiling.run();
     const ceilingOthers = coresUsed(before, cpuSnapshot(server.pid, sims.process.pid), (performance.now() - ceilingStarted) / 1000).others;
-    const result = await loadRound(round);
+    const result = await loadRound(stage, round, stamp);
     rounds.push({ ...result, ceiling: ceilingRate, ceilingOthers, ratio: result.rate / ceilingRate, rssKb: statusKb(server.pid, 'VmRSS') });
     log(
       `round ${round + 1}: (a) ${integer(ceilingRate)} pushes/s, (b) ${integer(result.rate)} deliveries/s, ratio ${fixed(result.rate / ceilingRate, 2)}; ` +
@@ -480,23 +509,40 @@ async function run(): Promise<number> {
     );
   }
   await ceiling.close();
+  return rounds;
+}
 
-  // Peak RSS just before stopping it (VmHWM: the high-water mark of its resident set).
-  const peakRssKb = statusKb(server.pid, 'VmHWM');
-  const simulatorsPeakKb = statusKb(sims.process.pid, 'VmHWM');
+type Memory = { startRssKb: number | null; peakRssKb: number | null; simulatorsPeakKb: number | null };
+
+/** Stops Herald; its peak RSS is read just before (VmHWM: the high-water mark of its resident set). */
+async function stopHerald(stage: Stage): Promise<{ memory: Memory; problems: string[] }> {
+  const { server } = stage;
+  const memory = { startRssKb: stage.startRssKb, peakRssKb: statusKb(server.pid, 'VmHWM'), simulatorsPeakKb: statusKb(stage.sims.process.pid, 'VmHWM') };
   const problems = [...server.problems];
   await server.stop();
   if (server.child.exitCode !== 0) log(`note: herald exited with ${server.child.exitCode ?? server.child.signalCode}`);
+  return { memory, problems };
+}
 
-  // Medians over the rounds; the round with the median Herald rate stands for the details. The
-  // round the other processes disturbed least is shown too. Latency under load pools every round.
-  const ceilingRate = median(rounds.map((round) => round.ceiling));
-  const heraldRate = median(rounds.map((round) => round.rate));
-  const ratio = median(rounds.map((round) => round.ratio));
+/**
+ * Medians over the rounds; the round with the median Herald rate stands for the details. The
+ * round the other processes disturbed least is shown too. Latency under load pools every round.
+ */
+function summarize(rounds: Round[]) {
   const byRate = [...rounds].sort((a, b) => a.rate - b.rate);
-  const typical = byRate[Math.floor((byRate.length - 1) / 2)];
-  const quietest = [...rounds].sort((a, b) => a.cores.others + a.ceilingOthers - (b.cores.others + b.ceilingOthers))[0];
-  const loadLatency = rounds.flatMap((round) => round.latency);
+  return {
+    ceilingRate: median(rounds.map((round) => round.ceiling)),
+    heraldRate: median(rounds.map((round) => round.rate)),
+    ratio: median(rounds.map((round) => round.ratio)),
+    typical: byRate[Math.floor((byRate.length - 1) / 2)],
+    quietest: [...rounds].sort((a, b) => a.cores.others + a.ceilingOthers - (b.cores.others + b.ceilingOthers))[0],
+    loadLatency: rounds.flatMap((round) => round.latency),
+  };
+}
+
+function report(rounds: Round[], idle: Idle, memory: Memory, problems: string[]): void {
+  const { ceilingRate, heraldRate, ratio, typical, quietest, loadLatency } = summarize(rounds);
+  const idleLatency = idle.latency;
   const idleP50 = percentile(idleLatency, 50);
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'BELOW');
   const row = (label: string, ...cells: string[]) => log(`  ${label.padEnd(46)}${cells.map((cell) => cell.padStart(12)).join('')}`);
@@ -526,14 +572,14 @@ async function run(): Promise<number> {
   );
   row(`  idle (${settings.idleNotifications}, one at a time)`, integer(idleP50), integer(percentile(idleLatency, 99)), integer(Math.max(...idleLatency)));
   log(
-    `  idle timeline, median ms after the 202: ${Object.entries(idleTimeline)
+    `  idle timeline, median ms after the 202: ${Object.entries(idle.timeline)
       .map(([step, ms]) => `${step} ${integer(ms)}`)
       .join(', ')}`,
   );
   log();
   log(
-    `  Herald peak RSS (VmHWM): ${megabytes(peakRssKb)} (resident once started: ${megabytes(startRssKb)}; ` +
-      `after each round: ${rounds.map((round) => megabytes(round.rssKb)).join(', ')}); simulators' peak ${megabytes(simulatorsPeakKb)}`,
+    `  Herald peak RSS (VmHWM): ${megabytes(memory.peakRssKb)} (resident once started: ${megabytes(memory.startRssKb)}; ` +
+      `after each round: ${rounds.map((round) => megabytes(round.rssKb)).join(', ')}); simulators' peak ${megabytes(memory.simulatorsPeakKb)}`,
   );
   log(
     `  CPU during the median round, in cores: Herald ${fixed(cpu.herald, 2)}, Postgres (all backends) ${fixed(cpu.postgres, 2)}, ` +
@@ -553,7 +599,7 @@ async function run(): Promise<number> {
     `  simulators: APNs ${typical.received.counters.apns.sessions} connection(s) since start, max ${typical.received.counters.apns.maxInFlight} in flight; ` +
       `FCM ${typical.received.counters.fcm.sessions} connection(s), max ${typical.received.counters.fcm.maxInFlight} in flight`,
   );
-  for (const [phase, queue] of [...idleJobs.map((times) => ['idle', times] as const), ...typical.jobs.map((times) => ['load', times] as const)]) {
+  for (const [phase, queue] of [...idle.jobs.map((times) => ['idle', times] as const), ...typical.jobs.map((times) => ['load', times] as const)]) {
     log(
       `  ${phase}: ${queue.queue} jobs: ${queue.jobs}, waited p50 ${integer(queue.waitP50)} / max ${integer(queue.waitMax)} ms, ` +
         `ran p50 ${integer(queue.runP50)} / max ${integer(queue.runMax)} ms, ${fixed(queue.busy / 1000, 2)} s of job time in all`,
@@ -566,40 +612,53 @@ async function run(): Promise<number> {
   row(`  (b)/(a) ≥ ${targets.ratio}`, fixed(ratio, 2), verdict(ratio >= targets.ratio));
   row(`  Herald ≥ ${integer(targets.deliveriesPerSecond)} deliveries/s`, integer(heraldRate), verdict(heraldRate >= targets.deliveriesPerSecond));
   row(`  idle 202 → first push p50 ≤ ~${targets.idleFirstPushMs} ms`, `${integer(idleP50)} ms`, verdict(idleP50 <= targets.idleFirstPushMs));
+}
 
-  if (env.BENCH_JSON) {
-    const figures = {
-      at: new Date().toISOString(),
-      loadAverage: os.loadavg(),
-      settings,
-      herald: {
-        concurrency: heraldConfig.HERALD_WORKER_CONCURRENCY,
-        batchSize: heraldConfig.HERALD_DELIVER_BATCH_SIZE,
-        poolMax: heraldConfig.HERALD_DB_POOL_MAX,
-      },
-      ceilingRate,
-      heraldRate,
-      startRssKb,
-      rounds: rounds.map(({ ceiling, ceilingOthers, rate, ratio, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
-        rssKb,
-        ceiling,
-        ceilingOthers,
-        rate,
-        ratio,
-        seconds,
-        cores,
-        jobs,
-        sendSpanMs,
-        providerRate,
-      })),
+function writeFigures(file: string, heraldConfig: Config, rounds: Round[], idle: Idle, memory: Memory, problems: string[]): void {
+  const { ceilingRate, heraldRate, ratio, loadLatency } = summarize(rounds);
+  const figures = {
+    at: new Date().toISOString(),
+    loadAverage: os.loadavg(),
+    settings,
+    herald: {
+      concurrency: heraldConfig.HERALD_WORKER_CONCURRENCY,
+      batchSize: heraldConfig.HERALD_DELIVER_BATCH_SIZE,
+      poolMax: heraldConfig.HERALD_DB_POOL_MAX,
+    },
+    ceilingRate,
+    heraldRate,
+    startRssKb: memory.startRssKb,
+    rounds: rounds.map(({ ceiling, ceilingOthers, rate, ratio, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
+      rssKb,
+      ceiling,
+      ceilingOthers,
+      rate,
       ratio,
-      loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99) },
-      idleLatency: { p50: idleP50, p99: percentile(idleLatency, 99), all: idleLatency, timeline: idleTimeline, jobs: idleJobs },
-      peakRssKb,
-      problems: problems.length,
-    };
-    writeFileSync(env.BENCH_JSON, `${JSON.stringify(figures, null, 2)}\n`);
-  }
+      seconds,
+      cores,
+      jobs,
+      sendSpanMs,
+      providerRate,
+    })),
+    ratio,
+    loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99) },
+    idleLatency: { p50: percentile(idle.latency, 50), p99: percentile(idle.latency, 99), all: idle.latency, timeline: idle.timeline, jobs: idle.jobs },
+    peakRssKb: memory.peakRssKb,
+    problems: problems.length,
+  };
+  writeFileSync(file, `${JSON.stringify(figures, null, 2)}\n`);
+}
+
+async function run(): Promise<number> {
+  const adminUrl = env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const stamp = new Date().toISOString().replace(/\D/g, '').slice(0, 17);
+  const stage = await startHerald(await setUp(adminUrl, `herald_bench_${stamp}`));
+  await warmUp(stage);
+  const idle = await idlePhase(stage);
+  const rounds = await alternateRounds(stage, stamp);
+  const { memory, problems } = await stopHerald(stage);
+  report(rounds, idle, memory, problems);
+  if (env.BENCH_JSON) writeFigures(env.BENCH_JSON, stage.heraldConfig, rounds, idle, memory, problems);
   return 0;
 }
 

@@ -239,18 +239,8 @@ async function databaseSize(orm: Orm): Promise<string> {
   return row.size;
 }
 
-async function run(): Promise<number> {
-  const adminUrl = env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const stamp = new Date().toISOString().replace(/\D/g, '').slice(0, 17);
-  const database = `herald_bench_retention_${stamp}`;
-  const url = Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
-
-  log(`Herald retention benchmark, ${new Date().toISOString()}`);
-  log(
-    `machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}; ` +
-      `Node ${process.version}; database ${database} on ${new URL(adminUrl).host}`,
-  );
-
+/** A fresh database named `database` on the server, dropped at the end; answers its URL. */
+async function createBenchDatabase(adminUrl: string, database: string): Promise<string> {
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
@@ -267,24 +257,36 @@ async function run(): Promise<number> {
       await client.end();
     }
   });
+  return Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
+}
 
-  // The API as `herald serve` composes it (service.ts), on its own port.
+/** The API's ORM on the migrated database, with an application and a token that may send. */
+async function openApiDatabase(url: string): Promise<{ apiOrm: Orm; applicationId: string; token: string }> {
   const apiOrm = await openOrm(url, 10);
   cleanups.add('api orm', () => apiOrm.close());
   await migrate(apiOrm);
   const em = apiOrm.em.fork();
   const application = await createApplication(em, 'Retention benchmark');
   const token = (await createToken(em, { applicationId: application.id, name: 'bench', abilities: ['*'] })).plaintext;
+  return { apiOrm, applicationId: application.id, token };
+}
 
+async function seedAndDescribe(url: string, apiOrm: Orm, applicationId: string): Promise<Seeded> {
   const seedStarted = performance.now();
-  const seeded = await seed(url, application.id);
+  const seeded = await seed(url, applicationId);
   log(
     `seeded in ${fixed((performance.now() - seedStarted) / 1000, 1)} s: ${integer(seeded.old.notifications)} notifications ` +
       `${settings.retentionDays + 10} days old with ${integer(seeded.old.deliveries)} deliveries, ${integer(seeded.old.events)} events, ` +
       `${integer(seeded.old.keys)} expired keys; ${integer(seeded.recent.notifications)} recent ones with ` +
       `${integer(seeded.recent.deliveries)} deliveries (to keep); database ${await databaseSize(apiOrm)}`,
   );
+  return seeded;
+}
 
+type Send = (key: string) => Promise<string | null>;
+
+/** The API as `herald serve` composes it (service.ts), on its own port; answers a send (null when it got its 202). */
+async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> {
   const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema });
   cleanups.add('job queue', () => boss.stop({ graceful: false }));
   const limiterPool = new pg.Pool({ connectionString: url, max: 4 });
@@ -310,8 +312,7 @@ async function run(): Promise<number> {
     data: { order_id: 1234, kind: 'shipping' },
     options: { priority: 'high', ttl: 3600 },
   });
-  const runId = randomBytes(4).toString('hex');
-  const send = async (key: string): Promise<string | null> => {
+  return async (key) => {
     const response = await fetch(`${base}/api/v1/notifications`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': key },
@@ -320,16 +321,29 @@ async function run(): Promise<number> {
     const text = await response.text();
     return response.status === 202 ? null : `${response.status} ${text.slice(0, 200)}`;
   };
-  // Warm-up (not measured): the validator's compile, connections, JIT.
+}
+
+/** Not measured: the validator's compile, connections, JIT. */
+async function warmUp(send: Send, runId: string): Promise<void> {
   for (let index = 0; index < 50; index++) {
     const problem = await send(`warmup-${runId}-${index}`);
     if (problem) throw new Error(`warm-up send refused: ${problem}`);
   }
+}
 
-  // Retention as the maintenance job runs it, with its own pool (a worker process's).
-  const workerOrm = await openOrm(url, 2);
-  cleanups.add('worker orm', () => workerOrm.close());
+type Removed = { notifications: number; deliveries: number; events: number; idempotencyKeys: number };
+type Deletion = {
+  sent: Sent[];
+  batches: RetentionBatch[];
+  removed: Removed;
+  runs: number;
+  deletingSeconds: number;
+  wallSeconds: number;
+  cpu: Record<'baseline' | 'deleting', Cores>;
+};
 
+/** The lead-in, then retention runs, each followed by a pause, until it is done; open-loop sends throughout. */
+async function deleteUnderLoad(url: string, workerOrm: Orm, send: Send, runId: string): Promise<Deletion> {
   log(
     `sends: ${settings.sendRate}/s, open loop, throughout; retention: ${integer(settings.batchSize)} rows per statement (as in production), ` +
       `runs of ${settings.windowSeconds} s each followed by ${settings.windowSeconds} s without, after a ${settings.leadSeconds} s lead-in`,
@@ -354,7 +368,7 @@ async function run(): Promise<number> {
   const load = startLoad((index) => send(`send-${runId}-${index}`), () => phase);
 
   const batches: RetentionBatch[] = [];
-  const removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0 };
+  const removed: Removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0 };
   let runs = 0;
   let deletingSeconds = 0;
   let wallStarted: number;
@@ -384,8 +398,11 @@ async function run(): Promise<number> {
     await load.stop();
   }
   if (load.refused.length > 0) throw new Error(`${load.refused.length} sends refused, e.g. ${load.refused[0]}`);
+  return { sent: load.sent, batches, removed, runs, deletingSeconds, wallSeconds, cpu };
+}
 
-  // Everything old is gone, everything recent is there.
+/** Everything old is gone, everything recent is there. */
+async function checkRetained(workerOrm: Orm, seeded: Seeded): Promise<void> {
   const [left] = await workerOrm.em
     .fork()
     .execute<{ old_notifications: number; old_deliveries: number; old_events: number; recent_deliveries: number }[]>(
@@ -398,20 +415,32 @@ async function run(): Promise<number> {
   if (left.old_notifications + left.old_deliveries + left.old_events > 0 || left.recent_deliveries !== seeded.recent.deliveries) {
     throw new Error(`after retention: ${JSON.stringify(left)}; expected nothing old and ${seeded.recent.deliveries} recent deliveries`);
   }
+}
 
-  const latencies = (...phases: Phase[]) => load.sent.filter((sent) => phases.includes(sent.phase)).map((sent) => sent.ms);
+function summarize(deletion: Deletion) {
+  const { removed } = deletion;
+  const latencies = (...phases: Phase[]) => deletion.sent.filter((sent) => phases.includes(sent.phase)).map((sent) => sent.ms);
   const baseline = latencies('lead', 'pause');
-  const lead = latencies('lead');
   const during = latencies('deleting');
-  const rows = removed.notifications + removed.deliveries + removed.events + removed.idempotencyKeys;
-  const statementMs = batches.filter((batch) => batch.rows > 0).map((batch) => batch.ms);
+  return {
+    baseline,
+    lead: latencies('lead'),
+    during,
+    rows: removed.notifications + removed.deliveries + removed.events + removed.idempotencyKeys,
+    statementMs: deletion.batches.filter((batch) => batch.rows > 0).map((batch) => batch.ms),
+    ratio: percentile(during, 99) / percentile(baseline, 99),
+    baselineCores: cores(deletion.cpu.baseline),
+    deletingCores: cores(deletion.cpu.deleting),
+  };
+}
+
+function report(deletion: Deletion): void {
+  const { removed, deletingSeconds, wallSeconds, runs } = deletion;
+  const { baseline, lead, during, rows, statementMs, ratio, baselineCores, deletingCores } = summarize(deletion);
   const p = percentile;
-  const ratio = p(during, 99) / p(baseline, 99);
   const row = (label: string, ...cells: string[]) => log(`  ${label.padEnd(46)}${cells.map((cell) => cell.padStart(11)).join('')}`);
   const latencyRow = (label: string, values: number[]) =>
     row(label, fixed(p(values, 50), 1), fixed(p(values, 99), 1), fixed(Math.max(...values), 1), integer(values.length));
-  const baselineCores = cores(cpu.baseline);
-  const deletingCores = cores(cpu.deleting);
 
   log();
   log('Summary');
@@ -435,30 +464,60 @@ async function run(): Promise<number> {
   row('  during deletion', fixed(deletingCores.bench, 2), fixed(deletingCores.postgres, 2), fixed(deletingCores.others, 2));
   const others = Math.max(baselineCores.others, deletingCores.others);
   if (others > 0.3) log(`  NOTE: other processes used up to ${fixed(others, 2)} cores meanwhile: the figures are noisier than on a quiet machine.`);
+}
 
-  if (env.BENCH_JSON) {
-    const figures = {
-      at: new Date().toISOString(),
-      loadAverage: os.loadavg(),
-      settings,
-      seeded,
-      removed,
-      rows,
-      deletingSeconds,
-      wallSeconds,
-      rowsPerSecond: rows / deletingSeconds,
-      runs,
-      statements: { count: statementMs.length, p50: p(statementMs, 50), p99: p(statementMs, 99), max: Math.max(...statementMs) },
-      sends: {
-        baseline: { p50: p(baseline, 50), p99: p(baseline, 99), count: baseline.length },
-        lead: { p50: p(lead, 50), p99: p(lead, 99), count: lead.length },
-        during: { p50: p(during, 50), p99: p(during, 99), count: during.length },
-        ratioP99: ratio,
-      },
-      cores: { baseline: baselineCores, deleting: deletingCores },
-    };
-    writeFileSync(env.BENCH_JSON, `${JSON.stringify(figures, null, 2)}\n`);
-  }
+function writeFigures(file: string, seeded: Seeded, deletion: Deletion): void {
+  const { removed, deletingSeconds, wallSeconds, runs } = deletion;
+  const { baseline, lead, during, rows, statementMs, ratio, baselineCores, deletingCores } = summarize(deletion);
+  const p = percentile;
+  const figures = {
+    at: new Date().toISOString(),
+    loadAverage: os.loadavg(),
+    settings,
+    seeded,
+    removed,
+    rows,
+    deletingSeconds,
+    wallSeconds,
+    rowsPerSecond: rows / deletingSeconds,
+    runs,
+    statements: { count: statementMs.length, p50: p(statementMs, 50), p99: p(statementMs, 99), max: Math.max(...statementMs) },
+    sends: {
+      baseline: { p50: p(baseline, 50), p99: p(baseline, 99), count: baseline.length },
+      lead: { p50: p(lead, 50), p99: p(lead, 99), count: lead.length },
+      during: { p50: p(during, 50), p99: p(during, 99), count: during.length },
+      ratioP99: ratio,
+    },
+    cores: { baseline: baselineCores, deleting: deletingCores },
+  };
+  writeFileSync(file, `${JSON.stringify(figures, null, 2)}\n`);
+}
+
+async function run(): Promise<number> {
+  const adminUrl = env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const stamp = new Date().toISOString().replace(/\D/g, '').slice(0, 17);
+  const database = `herald_bench_retention_${stamp}`;
+
+  log(`Herald retention benchmark, ${new Date().toISOString()}`);
+  log(
+    `machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}; ` +
+      `Node ${process.version}; database ${database} on ${new URL(adminUrl).host}`,
+  );
+
+  const url = await createBenchDatabase(adminUrl, database);
+  const { apiOrm, applicationId, token } = await openApiDatabase(url);
+  const seeded = await seedAndDescribe(url, apiOrm, applicationId);
+  const send = await startApi(url, apiOrm, token);
+  const runId = randomBytes(4).toString('hex');
+  await warmUp(send, runId);
+
+  // Retention as the maintenance job runs it, with its own pool (a worker process's).
+  const workerOrm = await openOrm(url, 2);
+  cleanups.add('worker orm', () => workerOrm.close());
+  const deletion = await deleteUnderLoad(url, workerOrm, send, runId);
+  await checkRetained(workerOrm, seeded);
+  report(deletion);
+  if (env.BENCH_JSON) writeFigures(env.BENCH_JSON, seeded, deletion);
   return 0;
 }
 

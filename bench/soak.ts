@@ -43,6 +43,7 @@ import {
   statusKb,
   waitForHttp,
   type Launched,
+  type SimulatorsProcess,
 } from './support.ts';
 
 const env = process.env;
@@ -231,7 +232,17 @@ function oneSecond(load: Load, state: { tick: number; newInstallations: number; 
 
 type Sample = { at: number; rssKb: (number | null)[]; connections: number; requests: number; errors: number };
 
-async function run(): Promise<number> {
+/** The simulators, the database with its users and their installations, and a pool to watch it with. */
+type Setup = {
+  tmp: string;
+  sims: SimulatorsProcess;
+  databaseUrl: string;
+  credentialsKey: Buffer;
+  seeded: Awaited<ReturnType<typeof seedApplication>>;
+  observer: pg.Pool;
+};
+
+async function setUp(): Promise<Setup> {
   mkdirSync(runDir, { recursive: true });
   log(`Herald soak run, ${new Date().toISOString()}: ${fixed(minutes, minutes < 1 ? 2 : 1)} min; ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}`);
   log(`logs: ${path.relative(root, runDir)}/${env.SOAK_HERALD_NODE_OPTIONS ? `; Herald's NODE_OPTIONS: ${env.SOAK_HERALD_NODE_OPTIONS}` : ''}`);
@@ -244,13 +255,16 @@ async function run(): Promise<number> {
   cleanups.add('database', () => database.drop());
   const credentialsKey = randomBytes(32);
   const seeded = await seedApplication(database.url, { name: 'soak', credentialsKey, keys: sims.keys, users: settings.users });
-  const databaseName = new URL(database.url).pathname.slice(1);
   const observer = new pg.Pool({ connectionString: database.url, max: 2, application_name: 'herald-soak' });
   observer.on('error', () => undefined);
   cleanups.add('observer', () => observer.end());
+  return { tmp, sims, databaseUrl: database.url, credentialsKey, seeded, observer };
+}
 
+/** `herald start`, then a second worker process (`herald work`); answers them and the API's port. */
+async function startHerald(setup: Setup): Promise<{ processes: Launched[]; port: number }> {
   const port = await freePort();
-  const heraldEnv = heraldEnvironment({ databaseUrl: database.url, port, dataDir: path.join(tmp, 'herald'), ...sims, credentialsKey });
+  const heraldEnv = heraldEnvironment({ databaseUrl: setup.databaseUrl, port, dataDir: path.join(setup.tmp, 'herald'), ...setup.sims, credentialsKey: setup.credentialsKey });
   if (env.SOAK_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.SOAK_HERALD_NODE_OPTIONS;
   const started = (name: string, args: string[]) => {
     const child = launch(name, herald, args, { cwd: root, env: heraldEnv, logFile: path.join(runDir, `${name.replace(/\s+/g, '-')}.log`) });
@@ -262,28 +276,34 @@ async function run(): Promise<number> {
   processes.push(started('herald work', ['work']));
   await waitForHttp(`http://127.0.0.1:${port}/readyz`, 5_000, () => true);
   await sleep(3_000);
+  return { processes, port };
+}
 
+/** Takes a sample: each Herald process's RSS, Herald's database connections, the load's counts so far. */
+function sampler(setup: Setup, processes: Launched[], load: Load): () => Promise<Sample> {
+  const databaseName = new URL(setup.databaseUrl).pathname.slice(1);
   const connections = async () =>
     (
-      await observer.query<{ count: number }>(
+      await setup.observer.query<{ count: number }>(
         `select count(*)::int as count from pg_stat_activity where datname = $1 and coalesce(application_name, '') <> 'herald-soak'`,
         [databaseName],
       )
     ).rows[0].count;
-  const load = new Load(`http://127.0.0.1:${port}`, seeded.serverToken, seeded.clientToken);
-  const sample = async (): Promise<Sample> => ({
+  return async () => ({
     at: Date.now(),
     rssKb: processes.map((child) => statusKb(child.pid, 'VmRSS')),
     connections: await connections(),
     requests: load.requests,
     errors: load.errorCount,
   });
-  const launched = await sample();
-  log(
-    `started: ${processes.map((child, index) => `${child.name} (pid ${child.pid}) ${megabytes(launched.rssKb[index])}`).join(', ')}; ` +
-      `${launched.connections} database connections; ${integer(seeded.installations)} installations`,
-  );
+}
 
+const rssList = (processes: Launched[], taken: Sample) => processes.map((child, index) => `${child.name} ${megabytes(taken.rssKb[index])}`).join(', ');
+
+type Soaked = { began: number; samples: Sample[]; baseline: Sample | null; died: string[] };
+
+/** The load, one second at a time for the run's length or until a Herald process dies, sampled along the way. */
+async function soak(processes: Launched[], load: Load, sample: () => Promise<Sample>): Promise<Soaked> {
   const began = Date.now();
   const samples: Sample[] = [];
   let baseline: Sample | null = null;
@@ -313,11 +333,11 @@ async function run(): Promise<number> {
       samples.push(taken);
       if (baseline === null && taken.at - began >= settings.warmupMs) {
         baseline = taken;
-        log(`after the ${fixed(settings.warmupMs / 1000, 0)} s warm-up: ${processes.map((child, index) => `${child.name} ${megabytes(taken.rssKb[index])}`).join(', ')}; ${taken.connections} database connections`);
+        log(`after the ${fixed(settings.warmupMs / 1000, 0)} s warm-up: ${rssList(processes, taken)}; ${taken.connections} database connections`);
       }
       if (samples.length % Math.round(60_000 / settings.sampleMs) === 0) {
         log(
-          `  ${fixed((taken.at - began) / 60_000, 0)} min: ${processes.map((child, index) => `${child.name} ${megabytes(taken.rssKb[index])}`).join(', ')}; ` +
+          `  ${fixed((taken.at - began) / 60_000, 0)} min: ${rssList(processes, taken)}; ` +
             `${taken.connections} connections; ${integer(taken.requests)} requests, ${taken.errors} errors`,
         );
       }
@@ -325,52 +345,78 @@ async function run(): Promise<number> {
     await sleep(Math.max(0, 1000 - (Date.now() - secondStarted)));
   }
   await Promise.all(pending);
-  const end = await sample();
-  baseline ??= samples[0] ?? launched;
-  const peaks = processes.map((child) => statusKb(child.pid, 'VmHWM'));
+  return { began, samples, baseline, died };
+}
 
-  // Every notification sent should be final shortly after the load stops.
+type Totals = { notifications: number; deliveries: number; accepted: number; events: number };
+
+/** Every notification sent should be final shortly after the load stops: answers how many are not, and the totals. */
+async function drain(observer: pg.Pool): Promise<{ open: number; totals: Totals }> {
   const drainDeadline = Date.now() + settings.drainMs;
   let open: number;
   do {
     open = (await observer.query<{ count: number }>("select count(*)::int as count from notifications where completed_at is null")).rows[0].count;
     if (open > 0) await sleep(500);
   } while (open > 0 && Date.now() < drainDeadline);
-  const { rows: [totals] } = await observer.query<{ notifications: number; deliveries: number; accepted: number; events: number }>(
+  const { rows: [totals] } = await observer.query<Totals>(
     `select (select count(*) from notifications)::int as notifications, (select count(*) from deliveries)::int as deliveries,
             (select count(*) from deliveries where state = 'accepted')::int as accepted, (select count(*) from delivery_events)::int as events`,
   );
-  const problems = processes.reduce((sum, child) => sum + child.problems.length, 0);
-  for (const child of processes) {
-    await child.stop(10_000);
-  }
+  return { open, totals };
+}
 
-  // V8 lets the heap grow until a major collection, so RSS is a sawtooth (about 200-320 MB for
-  // herald start here, a period of minutes): two instants say little. Growth compares the median RSS
-  // of the first and the last third of the run after the warm-up.
-  const measured = [...samples.filter((taken) => taken.at - began >= settings.warmupMs), end];
+/**
+ * V8 lets the heap grow until a major collection, so RSS is a sawtooth (about 200-320 MB for
+ * herald start here, a period of minutes): two instants say little. Growth compares the median RSS
+ * of the first and the last third of the run after the warm-up.
+ */
+function rssGrowth(processCount: number, soaked: Soaked, end: Sample) {
+  const measured = [...soaked.samples.filter((taken) => taken.at - soaked.began >= settings.warmupMs), end];
   const third = Math.max(1, Math.floor(measured.length / 3));
+  const indexes = Array.from({ length: processCount }, (_, index) => index);
   const rssOf = (group: Sample[], index: number) => {
     const values = group.map((taken) => taken.rssKb[index]).filter((kb): kb is number => kb !== null);
     return values.length > 0 ? median(values) : null;
   };
-  const firstKb = processes.map((_, index) => rssOf(measured.slice(0, third), index));
-  const lastKb = processes.map((_, index) => rssOf(measured.slice(-third), index));
+  const firstKb = indexes.map((index) => rssOf(measured.slice(0, third), index));
+  const lastKb = indexes.map((index) => rssOf(measured.slice(-third), index));
   const rssAt = (index: number) => measured.map((taken) => taken.rssKb[index]).filter((kb): kb is number => kb !== null);
-  const lowKb = processes.map((_, index) => (rssAt(index).length > 0 ? Math.min(...rssAt(index)) : null));
-  const highKb = processes.map((_, index) => (rssAt(index).length > 0 ? Math.max(...rssAt(index)) : null));
-  const growth = processes.map((_, index) => {
-    const from = firstKb[index];
-    const to = lastKb[index];
-    return from && to ? ((to - from) / from) * 100 : Number.NaN;
-  });
-  const seconds = (end.at - began) / 1000;
+  return {
+    firstKb,
+    lastKb,
+    lowKb: indexes.map((index) => (rssAt(index).length > 0 ? Math.min(...rssAt(index)) : null)),
+    highKb: indexes.map((index) => (rssAt(index).length > 0 ? Math.max(...rssAt(index)) : null)),
+    growth: indexes.map((index) => {
+      const from = firstKb[index];
+      const to = lastKb[index];
+      return from && to ? ((to - from) / from) * 100 : Number.NaN;
+    }),
+  };
+}
+
+type Outcome = {
+  processes: Launched[];
+  load: Load;
+  soaked: Soaked;
+  launched: Sample;
+  baseline: Sample;
+  end: Sample;
+  peaks: (number | null)[];
+  open: number;
+  totals: Totals;
+  problems: number;
+};
+
+function report({ processes, load, soaked, launched, baseline, end, peaks, open, totals, problems }: Outcome): void {
+  const { samples, died } = soaked;
+  const { firstKb, lastKb, lowKb, highKb, growth } = rssGrowth(processes.length, soaked, end);
+  const seconds = (end.at - soaked.began) / 1000;
   log();
   log('| process | RSS started | after warm-up | at end | low / high after warm-up | median, first third | median, last third | growth |');
   log('|---|---|---|---|---|---|---|---|');
   processes.forEach((child, index) => {
     log(
-      `| ${child.name} | ${megabytes(launched.rssKb[index])} | ${megabytes(baseline!.rssKb[index])} | ${megabytes(end.rssKb[index])} | ` +
+      `| ${child.name} | ${megabytes(launched.rssKb[index])} | ${megabytes(baseline.rssKb[index])} | ${megabytes(end.rssKb[index])} | ` +
         `${megabytes(lowKb[index])} / ${megabytes(highKb[index])} | ` +
         `${megabytes(firstKb[index])} | ${megabytes(lastKb[index])} | ${fixed(growth[index], 1)} % |`,
     );
@@ -402,6 +448,29 @@ async function run(): Promise<number> {
   log();
   log(`Goal: 0 errors, every notification final, RSS growth < ${goal.rssGrowthPercent} % per process: ${pass ? 'PASS' : 'MISS'} ` +
     `(errors ${load.errorCount}, not final ${open}, largest growth ${fixed(worst, 1)} %)`);
+}
+
+async function run(): Promise<number> {
+  const setup = await setUp();
+  const { processes, port } = await startHerald(setup);
+  const load = new Load(`http://127.0.0.1:${port}`, setup.seeded.serverToken, setup.seeded.clientToken);
+  const sample = sampler(setup, processes, load);
+  const launched = await sample();
+  log(
+    `started: ${processes.map((child, index) => `${child.name} (pid ${child.pid}) ${megabytes(launched.rssKb[index])}`).join(', ')}; ` +
+      `${launched.connections} database connections; ${integer(setup.seeded.installations)} installations`,
+  );
+
+  const soaked = await soak(processes, load, sample);
+  const end = await sample();
+  const baseline = soaked.baseline ?? soaked.samples[0] ?? launched;
+  const peaks = processes.map((child) => statusKb(child.pid, 'VmHWM'));
+  const { open, totals } = await drain(setup.observer);
+  const problems = processes.reduce((sum, child) => sum + child.problems.length, 0);
+  for (const child of processes) {
+    await child.stop(10_000);
+  }
+  report({ processes, load, soaked, launched, baseline, end, peaks, open, totals, problems });
   return 0;
 }
 

@@ -1,12 +1,11 @@
-// What the APNs and FCM simulators share: a TLS HTTP/2 server with a throwaway certificate, failure
-// rules, latency, a bounded record of what was received, and the /__sim control endpoints that let
-// another process (a test, the benchmark) read and steer a simulator it did not start.
-import { randomBytes } from 'node:crypto';
-import http2 from 'node:http2';
+// What the APNs and FCM simulators share: a TLS HTTP/2 server with a throwaway certificate that
+// answers pushes (server.ts), failure rules, latency, a bounded record of what was received, and
+// the control side that reads and steers them, in-process or over the /__sim endpoints from another
+// process (a test, the benchmark) that did not start the simulator (control.ts).
+import type http2 from 'node:http2';
 import type { IncomingHttpHeaders } from 'node:http2';
-import type { AddressInfo, Socket } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { generate } from 'selfsigned';
+import { createRecording, inProcessControls } from './control.ts';
+import { selfSignedCertificate, startProviderServer } from './server.ts';
 
 /**
  * Makes matching requests fail. A rule matches when the device token starts with `prefix` (every
@@ -89,221 +88,24 @@ export type ProviderHandler<Received> = (
   state: SimulatorState,
 ) => Promise<{ answer: Answer; received?: Received } | undefined>;
 
-/** Bodies larger than this are cut off: both providers refuse far smaller ones. */
-const maxBodyBytes = 1024 * 1024;
-
 export async function startSimulator<Received>(
   name: string,
   options: SimulatorOptions,
   handle: ProviderHandler<Received>,
 ): Promise<RunningSimulator<Received>> {
   const host = options.host ?? '127.0.0.1';
-  // A subject of its own: OpenSSL finds trust anchors by subject name, so two simulators' certificates
-  // with the same subject in one CA file (HERALD_PROVIDER_CA_FILE) would hide each other.
-  const pems = await generate([{ name: 'commonName', value: `Herald ${name} simulator ${randomBytes(6).toString('hex')}` }], {
-    keyType: 'ec',
-    algorithm: 'sha256',
-    extensions: [
-      { name: 'basicConstraints', cA: true },
-      { name: 'keyUsage', digitalSignature: true, keyCertSign: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      {
-        name: 'subjectAltName',
-        altNames: [
-          { type: 2, value: 'localhost' },
-          { type: 7, ip: '127.0.0.1' },
-          { type: 7, ip: '::1' },
-          ...(host === '127.0.0.1' || host === 'localhost' || host === '::1' || host === '0.0.0.0' ? [] : [altName(host)]),
-        ],
-      },
-    ],
-  });
-
-  const state: SimulatorState = { rules: [...(options.rules ?? [])], latency: options.latency };
-  const recording = options.record !== false;
-  const recordLimit = options.recordLimit ?? 100_000;
-  const received: Received[] = [];
-  const counters: SimulatorCounters = { requests: 0, byStatus: {}, sessions: 0, unrecorded: 0, maxInFlight: 0 };
-  let inFlight = 0;
-  const sockets = new Set<Socket>();
-
-  const server = http2.createSecureServer({
-    key: pems.private,
-    cert: pems.cert,
-    // Plain HTTPS clients reach /__sim and FCM's /token; providers speak HTTP/2.
-    allowHTTP1: true,
-    // Apple's streams per connection (FCM allows 100, which firebase-admin keeps to by itself).
-    settings: { maxConcurrentStreams: 1000 },
-    // Node's 10 MB default makes a busy session fail with ENHANCE_YOUR_CALM long before Apple would.
-    maxSessionMemory: 256,
-  });
-  server.on('session', (session) => {
-    counters.sessions += 1;
-    // A client that vanishes must not crash the simulator.
-    session.on('error', () => undefined);
-  });
-  // stop() ends every connection, HTTP/2 or HTTP/1.1 keep-alive, rather than wait for clients to leave.
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-
-  const clear = () => {
-    received.length = 0;
-    counters.requests = 0;
-    counters.byStatus = {};
-    counters.unrecorded = 0;
-    counters.maxInFlight = inFlight;
-  };
-
-  server.on('request', (request: SimRequest, response: SimResponse) => {
-    // A client that resets a stream (timeout, shutdown) must not crash the simulator.
-    response.on('error', () => undefined);
-    request.on('error', () => undefined);
-    void (async () => {
-      const body = await readBody(request);
-      const path = request.url.split('?')[0];
-      if (path.startsWith('/__sim/')) {
-        return control(path, request.method, body, response);
-      }
-      inFlight += 1;
-      counters.maxInFlight = Math.max(counters.maxInFlight, inFlight);
-      response.once('close', () => {
-        inFlight -= 1;
-      });
-      const result = await handle(request, body, state);
-      if (!result) return reply(response, { status: 404, body: { reason: 'BadPath' } });
-      // Only pushes are counted and recorded: not FCM's /token.
-      if (result.received !== undefined) {
-        counters.requests += 1;
-        counters.byStatus[result.answer.status] = (counters.byStatus[result.answer.status] ?? 0) + 1;
-        if (recording && received.length < recordLimit) received.push(result.received);
-        else counters.unrecorded += 1;
-      }
-      await delay(state.latency);
-      reply(response, result.answer);
-    })().catch(() => {
-      if (!response.headersSent && !response.destroyed) reply(response, { status: 500, body: { reason: 'InternalServerError' } });
-    });
-  });
-
-  function control(path: string, method: string, body: Buffer, response: SimResponse): void {
-    if (path === '/__sim/received' && method === 'GET') {
-      return reply(response, { status: 200, body: { counters, received } });
-    }
-    if (path === '/__sim/received' && method === 'DELETE') {
-      clear();
-      return reply(response, { status: 204 });
-    }
-    if (path === '/__sim/rules' && method === 'PUT') {
-      const parsed = parseControlBody(body);
-      if (typeof parsed === 'string') return reply(response, { status: 400, body: { error: parsed } });
-      if (parsed.rules) state.rules = parsed.rules;
-      if (parsed.latency !== undefined) state.latency = parsed.latency ?? undefined;
-      return reply(response, { status: 204 });
-    }
-    return reply(response, { status: 404, body: { error: 'unknown control endpoint' } });
-  }
-
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const certificate = await selfSignedCertificate(name, host);
+  const recording = createRecording<Received>(options);
+  const server = await startProviderServer(certificate, host, options.port ?? 0, recording, handle);
   const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
-
   return {
-    url: `https://${urlHost}:${port}`,
-    port,
+    url: `https://${urlHost}:${server.port}`,
+    port: server.port,
     // Ends with a newline, so that PEMs concatenated into one CA file stay parseable.
-    ca: pems.cert.endsWith('\n') ? pems.cert : `${pems.cert}\n`,
-    received,
-    counters,
-    setRules: (rules) => {
-      state.rules = [...rules];
-    },
-    setLatency: (latency) => {
-      state.latency = latency;
-    },
-    clear,
-    stop: async () => {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const socket of sockets) socket.destroy();
-      await closed;
-    },
+    ca: certificate.cert.endsWith('\n') ? certificate.cert : `${certificate.cert}\n`,
+    ...inProcessControls(recording),
+    stop: server.stop,
   };
-}
-
-function altName(host: string): { type: 2; value: string } | { type: 7; ip: string } {
-  return /^[\d.]+$/.test(host) || host.includes(':') ? { type: 7, ip: host } : { type: 2, value: host };
-}
-
-export function reply(response: SimResponse, answer: Answer): void {
-  if (response.destroyed || response.headersSent) return;
-  const headers: Record<string, string> = { ...answer.headers };
-  let payload: string | undefined;
-  if (answer.body !== undefined) {
-    payload = JSON.stringify(answer.body);
-    headers['content-type'] = 'application/json; charset=utf-8';
-  }
-  response.writeHead(answer.status, headers);
-  if (payload === undefined) response.end();
-  else response.end(payload);
-}
-
-async function readBody(request: SimRequest): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of request as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBodyBytes) break;
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
-}
-
-function parseControlBody(body: Buffer): { rules?: FailureRule[]; latency?: Latency | null } | string {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch {
-    return 'the body must be JSON: {"rules": [...], "latency": ms | {"min", "max"} | null}';
-  }
-  const value = Array.isArray(parsed) ? { rules: parsed } : parsed;
-  if (typeof value !== 'object' || value === null) return 'the body must be an object or an array of rules';
-  const { rules, latency } = value as { rules?: unknown; latency?: unknown };
-  if (rules !== undefined && !(Array.isArray(rules) && rules.every(isRule))) {
-    return 'rules must be an array of {reason, prefix?, rate?, status?, retryAfter?, timestamp?, message?}';
-  }
-  if (latency !== undefined && latency !== null && !isLatency(latency)) {
-    return 'latency must be a number of milliseconds or {min, max}';
-  }
-  return { rules: rules as FailureRule[] | undefined, latency: latency as Latency | null | undefined };
-}
-
-function isRule(value: unknown): value is FailureRule {
-  if (typeof value !== 'object' || value === null) return false;
-  const rule = value as Record<string, unknown>;
-  const optional = (key: string, type: 'string' | 'number') => rule[key] === undefined || typeof rule[key] === type;
-  return (
-    typeof rule.reason === 'string' &&
-    optional('prefix', 'string') &&
-    optional('rate', 'number') &&
-    optional('status', 'number') &&
-    optional('retryAfter', 'number') &&
-    optional('timestamp', 'number') &&
-    optional('message', 'string')
-  );
-}
-
-function isLatency(value: unknown): value is Latency {
-  if (typeof value === 'number') return value >= 0;
-  if (typeof value !== 'object' || value === null) return false;
-  const { min, max } = value as { min?: unknown; max?: unknown };
-  return typeof min === 'number' && typeof max === 'number' && min >= 0 && max >= min;
 }
 
 /** The first rule that applies to this token on this request, if any. */
@@ -311,12 +113,6 @@ export function matchRule(rules: FailureRule[], token: string): FailureRule | un
   return rules.find(
     (rule) => (rule.prefix === undefined || token.startsWith(rule.prefix)) && (rule.rate === undefined || Math.random() < rule.rate),
   );
-}
-
-async function delay(latency: Latency | undefined): Promise<void> {
-  if (latency === undefined) return;
-  const ms = typeof latency === 'number' ? latency : latency.min + Math.random() * (latency.max - latency.min);
-  if (ms > 0) await sleep(ms);
 }
 
 export function header(headers: IncomingHttpHeaders, name: string): string | undefined {

@@ -9,6 +9,7 @@ import {
   matchRule,
   startSimulator,
   type Answer,
+  type FailureRule,
   type RunningSimulator,
   type SimulatorOptions,
 } from './common.ts';
@@ -113,33 +114,103 @@ const androidNotificationFields = new Set([
 type Violation = { field: string; description: string };
 
 export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Promise<FcmSimulator> {
-  const accounts = new Map<string, KeyObject>(
-    Object.entries(options.serviceAccounts ?? {}).map(([email, pem]) => [email, createPublicKey(pem)]),
-  );
+  const tokens = accessTokens(options.serviceAccounts ?? {});
+  const running = await startSimulator<FcmReceived>('FCM', options, async (request, body, state) => {
+    const path = request.url.split('?')[0];
+    if (path === '/token' && request.method === 'POST') return { answer: tokens.issue(body) };
+    const match = sendPath.exec(path);
+    if (!match) return undefined;
+    const projectId = decodeURIComponent(match[1]);
+    if (request.method !== 'POST') return undefined;
+    const received: FcmReceived = { projectId, message: undefined, validateOnly: false, status: 200, at: Date.now() };
+    const tokenProject = tokens.check(header(request.headers, 'authorization'));
+    if (tokenProject === undefined) return refuse(received, options.unknownTokenError ?? 'UNAUTHENTICATED');
+    if (tokenProject !== '' && tokenProject !== projectId) {
+      return refuse(received, 'PERMISSION_DENIED', { message: `Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/${projectId}' (or it may not exist).` });
+    }
+    return answerMessage(received, body, state.rules);
+  });
+  return Object.assign(running, { tokensIssued: tokens.issued });
+}
+
+/** The answer to an authorised send: Google's validation, then the failure rules. */
+function answerMessage(received: FcmReceived, body: Buffer, rules: FailureRule[]) {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return refuse(received, 'INVALID_ARGUMENT', { message: 'Invalid JSON payload received.' });
+  }
+  if (isObject(parsed)) {
+    received.message = parsed.message;
+    received.validateOnly = parsed.validate_only === true;
+    if (isObject(parsed.message) && typeof parsed.message.token === 'string') received.token = parsed.message.token;
+  }
+  const violation = validate(parsed);
+  if (violation) return refuse(received, 'INVALID_ARGUMENT', { violation });
+  const token = received.token!;
+  if (token.trim() === '' || /\s/.test(token)) {
+    return refuse(received, 'INVALID_ARGUMENT', { violation: { field: 'message.token', description: errors.INVALID_ARGUMENT.message } });
+  }
+  const rule = matchRule(rules, token);
+  if (rule) {
+    const violation = rule.reason === 'INVALID_ARGUMENT' && rule.message === undefined ? { field: 'message.token', description: errors.INVALID_ARGUMENT.message } : undefined;
+    return refuse(received, rule.reason, { ...rule, violation });
+  }
+  const id = `0:${Date.now()}${randomBytes(8).toString('hex')}`;
+  return { answer: { status: 200, body: { name: `projects/${received.projectId}/messages/${id}` } }, received };
+}
+
+/** Google's error answer for an FCM error code; the send is recorded with it. */
+function refuse(
+  received: FcmReceived,
+  errorCode: string,
+  extra: { status?: number; retryAfter?: number; message?: string; violation?: Violation } = {},
+): { answer: Answer; received: FcmReceived } {
+  const known = errors[errorCode] ?? errors.UNSPECIFIED_ERROR;
+  const code = extra.status ?? known.code;
+  received.status = code;
+  received.errorCode = errorCode;
+  const details: unknown[] = [];
+  if (known.fcm) details.push({ '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError', errorCode });
+  if (extra.violation) {
+    details.push({ '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: [extra.violation] });
+  }
+  const answer: Answer = {
+    status: code,
+    body: {
+      error: {
+        code,
+        message: extra.message ?? extra.violation?.description ?? known.message,
+        status: known.status,
+        ...(details.length > 0 ? { details } : {}),
+      },
+    },
+  };
+  if (extra.retryAfter !== undefined) answer.headers = { 'retry-after': String(extra.retryAfter) };
+  return { answer, received };
+}
+
+/**
+ * The OAuth side: `issue` answers `POST /token` (the JWT-bearer grant, checked against
+ * `serviceAccounts` when any are given); `check` reads an access token it issued.
+ */
+function accessTokens(serviceAccounts: Record<string, string>) {
+  const accounts = new Map<string, KeyObject>(Object.entries(serviceAccounts).map(([email, pem]) => [email, createPublicKey(pem)]));
   // Access tokens are self-verifying (HMAC), so the simulator keeps no per-token state.
   const secret = randomBytes(32);
   const sign = (data: string) => createHmac('sha256', secret).update(data).digest('base64url');
   let issued = 0;
 
-  function issueToken(body: Buffer): Answer {
+  function issue(body: Buffer): Answer {
     const form = new URLSearchParams(body.toString('utf8'));
     const assertion = form.get('assertion');
     if (form.get('grant_type') !== 'urn:ietf:params:oauth:grant-type:jwt-bearer' || !assertion) {
       return { status: 400, body: { error: 'unsupported_grant_type', error_description: 'Invalid grant_type' } };
     }
     const [head, claims, signature] = assertion.split('.');
-    let email: unknown;
-    try {
-      const parsedHead = base64UrlJson(head);
-      const parsedClaims = base64UrlJson(claims);
-      if (!isObject(parsedHead) || !isObject(parsedClaims) || parsedHead.alg !== 'RS256') throw new Error('malformed');
-      email = parsedClaims.iss;
-      if (typeof email !== 'string' || typeof parsedClaims.exp !== 'number' || parsedClaims.exp * 1000 < Date.now()) {
-        throw new Error('malformed');
-      }
-    } catch {
-      return { status: 400, body: { error: 'invalid_grant', error_description: 'Invalid JWT.' } };
-    }
+    const email = assertionIssuer(head, claims);
+    if (email === undefined) return { status: 400, body: { error: 'invalid_grant', error_description: 'Invalid JWT.' } };
     if (accounts.size > 0) {
       const key = accounts.get(email);
       const valid =
@@ -157,7 +228,7 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
   }
 
   /** The project the token may send to ('' when unbound), or undefined when the token is not ours or expired. */
-  function checkAccessToken(authorization: string | undefined): string | undefined {
+  function check(authorization: string | undefined): string | undefined {
     const match = /^Bearer sim\.([\w-]+)\.([\w-]+)$/i.exec(authorization ?? '');
     if (!match) return undefined;
     const expected = Buffer.from(sign(match[1]));
@@ -168,70 +239,21 @@ export async function startFcmSimulator(options: FcmSimulatorOptions = {}): Prom
     return grant.project ?? '';
   }
 
-  const running = await startSimulator<FcmReceived>('FCM', options, async (request, body, state) => {
-    const path = request.url.split('?')[0];
-    if (path === '/token' && request.method === 'POST') return { answer: issueToken(body) };
-    const match = sendPath.exec(path);
-    if (!match) return undefined;
-    const projectId = decodeURIComponent(match[1]);
-    const received: FcmReceived = { projectId, message: undefined, validateOnly: false, status: 200, at: Date.now() };
-    const fail = (errorCode: string, extra: { status?: number; retryAfter?: number; message?: string; violation?: Violation } = {}) => {
-      const known = errors[errorCode] ?? errors.UNSPECIFIED_ERROR;
-      const code = extra.status ?? known.code;
-      received.status = code;
-      received.errorCode = errorCode;
-      const details: unknown[] = [];
-      if (known.fcm) details.push({ '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError', errorCode });
-      if (extra.violation) {
-        details.push({ '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: [extra.violation] });
-      }
-      const answer: Answer = {
-        status: code,
-        body: {
-          error: {
-            code,
-            message: extra.message ?? extra.violation?.description ?? known.message,
-            status: known.status,
-            ...(details.length > 0 ? { details } : {}),
-          },
-        },
-      };
-      if (extra.retryAfter !== undefined) answer.headers = { 'retry-after': String(extra.retryAfter) };
-      return { answer, received };
-    };
+  return { issue, check, issued: () => issued };
+}
 
-    if (request.method !== 'POST') return undefined;
-    const tokenProject = checkAccessToken(header(request.headers, 'authorization'));
-    if (tokenProject === undefined) return fail(options.unknownTokenError ?? 'UNAUTHENTICATED');
-    if (tokenProject !== '' && tokenProject !== projectId) {
-      return fail('PERMISSION_DENIED', { message: `Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/${projectId}' (or it may not exist).` });
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body.toString('utf8'));
-    } catch {
-      return fail('INVALID_ARGUMENT', { message: 'Invalid JSON payload received.' });
-    }
-    if (isObject(parsed)) {
-      received.message = parsed.message;
-      received.validateOnly = parsed.validate_only === true;
-      if (isObject(parsed.message) && typeof parsed.message.token === 'string') received.token = parsed.message.token;
-    }
-    const violation = validate(parsed);
-    if (violation) return fail('INVALID_ARGUMENT', { violation });
-    const token = received.token!;
-    if (token.trim() === '' || /\s/.test(token)) {
-      return fail('INVALID_ARGUMENT', { violation: { field: 'message.token', description: errors.INVALID_ARGUMENT.message } });
-    }
-    const rule = matchRule(state.rules, token);
-    if (rule) {
-      const violation = rule.reason === 'INVALID_ARGUMENT' && rule.message === undefined ? { field: 'message.token', description: errors.INVALID_ARGUMENT.message } : undefined;
-      return fail(rule.reason, { ...rule, violation });
-    }
-    const id = `0:${Date.now()}${randomBytes(8).toString('hex')}`;
-    return { answer: { status: 200, body: { name: `projects/${projectId}/messages/${id}` } }, received };
-  });
-  return Object.assign(running, { tokensIssued: () => issued });
+/** The service account an unexpired RS256 assertion is from; undefined when it is malformed. */
+function assertionIssuer(head: string, claims: string): string | undefined {
+  try {
+    const parsedHead = base64UrlJson(head);
+    const parsedClaims = base64UrlJson(claims);
+    if (!isObject(parsedHead) || !isObject(parsedClaims) || parsedHead.alg !== 'RS256') return undefined;
+    const email = parsedClaims.iss;
+    if (typeof email !== 'string' || typeof parsedClaims.exp !== 'number' || parsedClaims.exp * 1000 < Date.now()) return undefined;
+    return email;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Google's checks on a send request, as far as Herald's messages can break them. */

@@ -1,0 +1,29 @@
+// What the command groups share: printing results, reading a port, and admin commands' database access.
+import { InvalidArgumentError } from 'commander';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Config } from '../../service/config.ts';
+import { findApplication } from '../../domain/applications.ts';
+import type { Logger } from '../../logging/logger.ts';
+import { openDatabase } from '../../service/service.ts';
+
+export const out = (line = '') => process.stdout.write(`${line}\n`);
+
+export function port(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 0 || parsed > 65535) throw new InvalidArgumentError('not a port');
+  return parsed;
+}
+
+export async function requireApplication(em: EntityManager, id: string): Promise<void> {
+  if (!(await findApplication(em, id))) throw new Error(`No application ${id}.`);
+}
+
+/** Runs an admin command against the database, then closes everything it opened. */
+export async function withDatabase<T>(config: Config, logger: Logger, work: (em: EntityManager) => Promise<T>): Promise<T> {
+  const database = await openDatabase(config, logger);
+  try {
+    return await work(database.orm.em.fork());
+  } finally {
+    await database.close();
+  }
+}

@@ -1,0 +1,105 @@
+// `herald credentials`: store an application's APNs and FCM credentials, show them, and rotate the
+// key they are encrypted with.
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import type { Config } from '../../service/config.ts';
+import {
+  credentialsKey,
+  listCredentials,
+  rotateCredentialsKey,
+  setApnsCredentials,
+  setFcmCredentials,
+} from '../../domain/credentials.ts';
+import { credentialsKeyForm, decodeCredentialsKey } from '../../domain/credentials-key.ts';
+import type { Logger } from '../../logging/logger.ts';
+import { resolveCredentialsKey } from '../../service/service.ts';
+import { out, requireApplication, withDatabase } from './common.ts';
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export function addCredentialsCommands(program: Command, config: Config, logger: Logger): void {
+  const credentials = program.command('credentials').description("manage an application's APNs and FCM credentials");
+  const keyFor = () => {
+    const key = resolveCredentialsKey(config);
+    if (!key) throw new Error('HERALD_CREDENTIALS_KEY is not set: it encrypts provider credentials at rest.');
+    return key;
+  };
+  credentials
+    .command('set-apns')
+    .description('store APNs token-auth credentials (.p8 key) for an application')
+    .requiredOption('--app <id>', 'application id')
+    .requiredOption('--key-file <path>', 'the .p8 signing key downloaded from Apple')
+    .requiredOption('--key-id <id>', 'the key id')
+    .requiredOption('--team-id <id>', 'the Apple developer team id')
+    .requiredOption('--bundle-id <id>', "the app's bundle id (the apns-topic)")
+    .option('--sandbox', 'use the APNs sandbox (development builds)', false)
+    .action(async (options: { app: string; keyFile: string; keyId: string; teamId: string; bundleId: string; sandbox: boolean }) => {
+      const key = keyFor();
+      const pem = readFileSync(options.keyFile, 'utf8');
+      await withDatabase(config, logger, async (em) => {
+        await requireApplication(em, options.app);
+        const { keyId, teamId, bundleId, sandbox } = options;
+        await setApnsCredentials(em, options.app, { key: pem, keyId, teamId, bundleId, sandbox }, key);
+      });
+      out(`Stored APNs credentials for application ${options.app}.`);
+    });
+  credentials
+    .command('set-fcm')
+    .description('store FCM credentials (a service account JSON file) for an application')
+    .requiredOption('--app <id>', 'application id')
+    .requiredOption('--service-account <path>', 'the service account key file from the Firebase console')
+    .action(async (options: { app: string; serviceAccount: string }) => {
+      const key = keyFor();
+      const serviceAccount = JSON.parse(readFileSync(options.serviceAccount, 'utf8'));
+      await withDatabase(config, logger, async (em) => {
+        await requireApplication(em, options.app);
+        await setFcmCredentials(em, options.app, { serviceAccount }, key);
+      });
+      out(`Stored FCM credentials for application ${options.app}.`);
+    });
+  credentials
+    .command('show')
+    .description("show an application's credentials, without their secrets")
+    .requiredOption('--app <id>', 'application id')
+    .action(async (options: { app: string }) => {
+      const list = await withDatabase(config, logger, (em) => listCredentials(em, options.app));
+      if (list.length === 0) out('No credentials: pushes to both platforms are skipped (no_credentials).');
+      for (const credential of list) {
+        const settings = Object.entries(credential.settings).map(([name, value]) => `${name}=${value}`).join(' ');
+        const health = credential.unhealthySince
+          ? `UNHEALTHY since ${credential.unhealthySince.toISOString()}: ${credential.lastError}`
+          : credential.unreachableSince
+            ? `provider UNREACHABLE since ${credential.unreachableSince.toISOString()}`
+            : 'healthy';
+        out(`${credential.provider}  ${settings}  updated ${credential.updatedAt.toISOString()}  ${health}`);
+      }
+    });
+
+  credentials
+    .command('rotate-key')
+    .description('re-encrypt every stored credential under a new key, in one transaction (the current key is HERALD_CREDENTIALS_KEY)')
+    .option('--new-key-file <path>', 'a file holding the new key (`openssl rand -base64 32 > new.key`)')
+    .option('--new-key-stdin', 'read the new key from standard input')
+    .action(async (options: { newKeyFile?: string; newKeyStdin?: boolean }) => {
+      if (Boolean(options.newKeyFile) === Boolean(options.newKeyStdin)) {
+        throw new Error('Give the new key with either --new-key-file PATH or --new-key-stdin.');
+      }
+      // Not the zero-config key file: the operator names the key being replaced.
+      const currentKey = credentialsKey(config.HERALD_CREDENTIALS_KEY);
+      if (!currentKey) throw new Error('HERALD_CREDENTIALS_KEY is not set: set it to the key the credentials are stored with.');
+      const given = options.newKeyFile ? readFileSync(options.newKeyFile, 'utf8') : await readStdin();
+      // Only the line end that `openssl rand -base64 32 > file` or `echo` adds is forgiven.
+      const newKey = decodeCredentialsKey(given.replace(/\r?\n$/, ''));
+      if (!newKey) throw new Error(`The new key must be ${credentialsKeyForm}; nothing was re-encrypted.`);
+      const count = await withDatabase(config, logger, (em) => rotateCredentialsKey(em, currentKey, newKey));
+      out(`Re-encrypted ${count} stored credential(s) with the new key.`);
+      out(
+        'Now set HERALD_CREDENTIALS_KEY to the new key wherever it is set (every worker, and this CLI) and restart the ' +
+          'workers: until they restart they cannot open any credential they have not opened already.',
+      );
+    });
+}

@@ -1,0 +1,39 @@
+// `herald simulate`: the APNs and FCM simulators alone, for workers started elsewhere.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+import type { Config } from '../../service/config.ts';
+import { startSimulators } from '../simulate.ts';
+import { out, port } from './common.ts';
+
+export function addSimulateCommand(program: Command, config: Config): void {
+  program
+    .command('simulate')
+    .description('run the local APNs and FCM simulators only (for a worker started with HERALD_APNS_ENDPOINT/HERALD_FCM_ENDPOINT)')
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--apns-port <port>', 'APNs simulator port', port, 2197)
+    .option('--fcm-port <port>', 'FCM simulator port', port, 2198)
+    .option('--latency <ms>', 'answer each push after this many milliseconds', (value) => port(value), 0)
+    .option('--no-record', 'keep counters only, not every push received (benchmarks)')
+    .option('--ca-file <path>', 'write the simulators\' CA certificate here (HERALD_PROVIDER_CA_FILE)', path.join(config.dataDir, 'simulator', 'ca.pem'))
+    .action(async (options: { host: string; apnsPort: number; fcmPort: number; latency: number; record: boolean; caFile: string }) => {
+      const keysDir = path.join(config.dataDir, 'simulator');
+      const simulators = await startSimulators({
+        keysDir,
+        host: options.host,
+        apnsPort: options.apnsPort,
+        fcmPort: options.fcmPort,
+        latency: options.latency,
+        record: options.record,
+      });
+      mkdirSync(path.dirname(options.caFile), { recursive: true });
+      writeFileSync(options.caFile, simulators.endpoints.ca!);
+      out(JSON.stringify({ apns: simulators.endpoints.apns, fcm: simulators.endpoints.fcm, caFile: options.caFile, keysDir }));
+      const stop = async () => {
+        await simulators.stop();
+        process.exit(0);
+      };
+      process.on('SIGINT', () => void stop());
+      process.on('SIGTERM', () => void stop());
+    });
+}
