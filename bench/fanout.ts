@@ -27,7 +27,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { deliveryCounts } from '../src/db/sql.ts';
 import { loadConfig, type Config } from '../src/service/config.ts';
 import type { PushContent } from '../src/domain/payloads.ts';
 import { createLogger } from '../src/logging/logger.ts';
@@ -231,26 +233,28 @@ async function waitCompleted(pool: pg.Pool, ids: string[], pollMs: number, alive
 type Outcome = { total: number; accepted: number; failed: number; skipped: number; pending: number; firstAccepted: number; lastAccepted: number; statuses: Record<string, number> };
 
 async function outcomes(pool: pg.Pool, ids: string[]): Promise<Outcome> {
-  const { rows } = await pool.query<{ total: number; accepted: number; failed: number; skipped: number; pending: number; first: string; last: string }>(
-    `select count(*)::int as total,
-            (count(*) filter (where state = 'accepted'))::int as accepted,
-            (count(*) filter (where state = 'failed'))::int as failed,
-            (count(*) filter (where state = 'skipped'))::int as skipped,
-            (count(*) filter (where state = 'pending'))::int as pending,
-            (extract(epoch from min(completed_at) filter (where state = 'accepted')) * 1000)::text as first,
-            (extract(epoch from max(completed_at) filter (where state = 'accepted')) * 1000)::text as last
-       from deliveries where notification_id = any($1::uuid[])`,
+  // The counts are Herald's own statement (db/sql.ts); when the accepted pushes were recorded is the bench's.
+  const perNotification = await deliveryCounts(new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) }), ids);
+  const sum = (key: 'installations' | 'accepted' | 'failed' | 'skipped' | 'pending') =>
+    perNotification.reduce((total, counts) => total + counts[key], 0);
+  const { rows } = await pool.query<{ first: string; last: string }>(
+    `select (extract(epoch from min(completed_at)) * 1000)::text as first,
+            (extract(epoch from max(completed_at)) * 1000)::text as last
+       from deliveries where notification_id = any($1::uuid[]) and state = 'accepted'`,
     [ids],
   );
   const statuses = await pool.query<{ status: string; count: number }>(
     'select status, count(*)::int as count from notifications where id = any($1::uuid[]) group by status',
     [ids],
   );
-  const row = rows[0];
   return {
-    ...row,
-    firstAccepted: Number(row.first),
-    lastAccepted: Number(row.last),
+    total: sum('installations'),
+    accepted: sum('accepted'),
+    failed: sum('failed'),
+    skipped: sum('skipped'),
+    pending: sum('pending'),
+    firstAccepted: Number(rows[0].first),
+    lastAccepted: Number(rows[0].last),
     statuses: Object.fromEntries(statuses.rows.map((status) => [status.status, status.count])),
   };
 }

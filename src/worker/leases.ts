@@ -35,7 +35,11 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
   const { boss, logger, queueSchema } = options;
   const holder = randomInt(1, 2 ** 31 - 1);
   const pool = new pg.Pool({ connectionString: options.url, max: 2 });
+  // A connection the database cuts emits 'error': on an idle one the pool's listener takes it; one
+  // checked out by Kysely between two queries has none, and an unheard 'error' ends the process.
+  // The failure still reaches the statement that uses the connection.
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
   let lock: pg.Client | null = null;
   let stopped = false;
