@@ -14,11 +14,12 @@ export type Leases = {
   take(jobId: string, queue: string): Promise<void>;
   release(jobId: string): Promise<void>;
   /**
-   * After a database outage: this process's leases on jobs it no longer runs. Their handlers failed
-   * while pg-boss could not record it (nor the lease be released), so they are handed back now
-   * rather than after their heartbeat lapses.
+   * After a database outage: this process's leases on jobs it no longer runs, and the jobs it
+   * started but could not lease (`unleased`: job id → queue). Their handlers failed while pg-boss
+   * could not record it (nor the lease be taken or released), so they are handed back now rather
+   * than after their heartbeat lapses.
    */
-  handBackOrphans(running: ReadonlySet<string>): Promise<void>;
+  handBackOrphans(running: ReadonlySet<string>, unleased: ReadonlyMap<string, string>): Promise<void>;
   stop(): Promise<void>;
 };
 
@@ -105,8 +106,10 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
     async release(jobId) {
       await releaseLease(db, jobId, holder);
     },
-    async handBackOrphans(running) {
-      await handBack(await dropLeases(db, queueSchema, holder, [...running]), 'the database went away while it ran');
+    async handBackOrphans(running, unleased) {
+      const leased = await dropLeases(db, queueSchema, holder, [...running]);
+      const notLeased = [...unleased].map(([job_id, queue]) => ({ job_id, queue }));
+      await handBack([...leased, ...notLeased], 'the database went away while it ran');
     },
     async stop() {
       stopped = true;

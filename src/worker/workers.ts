@@ -65,13 +65,19 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   // jobs back within seconds instead of after pg-boss's 10 s heartbeat.
   const leases = await startLeases({ url: orm.config.get('clientUrl')!, boss, queueSchema: options.queueSchema, logger });
   const running = new Set<string>();
+  // A job whose lease could not be taken (the database went away at that moment) has no lease to be
+  // handed back by: remembered here, job id → queue, until the database answers again.
+  const unleased = new Map<string, string>();
   // pg-boss records a handler's error on the job and retries it; the log says it happened (an
   // outage is said once, by the watch).
   const logged = <T extends { notificationId: string }>(queue: string, run: (data: T) => Promise<void>) =>
     async ([job]: { id: string; data: T }[]) => {
       running.add(job.id);
       try {
-        await leases.take(job.id, queue);
+        await leases.take(job.id, queue).catch((error: unknown) => {
+          unleased.set(job.id, queue);
+          throw error;
+        });
         await run(job.data);
       } catch (error) {
         if (!options.outage?.report(error)) {
@@ -113,7 +119,10 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     async resume() {
       if (!paused) return;
       paused = false;
-      await leases.handBackOrphans(running).catch((error) => logger.error({ err: error }, 'handing back the jobs cut by the outage failed'));
+      await leases
+        .handBackOrphans(running, unleased)
+        .then(() => unleased.clear())
+        .catch((error) => logger.error({ err: error }, 'handing back the jobs cut by the outage failed'));
       await register();
     },
     get inFlight() {
