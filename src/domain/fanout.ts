@@ -63,6 +63,15 @@ export function retryDelaySeconds(attempt: number, retryAfterSeconds?: number, r
   return Math.ceil(Math.max(jittered, retryAfterSeconds ?? 0));
 }
 
+/**
+ * The queue lane of a notification's jobs: pg-boss fetches higher priorities first, so the fanout
+ * and pushes of an `options.priority: high` notification overtake normal ones already queued.
+ */
+export function jobPriority(options: { priority?: unknown }): number {
+  return options.priority === 'high' ? highPriority : 0;
+}
+const highPriority = 10;
+
 export function ttlSeconds(notification: Pick<Notification, 'options'>): number | undefined {
   const ttl = notification.options.ttl;
   return typeof ttl === 'number' ? ttl : undefined;

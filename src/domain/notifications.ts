@@ -7,6 +7,7 @@ import type { components } from '../generated/api.ts';
 import { decodeCursor, toPage } from './cursor.ts';
 import { conflict, notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { Notification } from '../db/entities.ts';
+import { jobPriority } from './fanout.ts';
 import { claimKey, deleteExpiredKeys, deliveryCounts, findKey, findUnexpiredKey, type KeyClaim } from '../db/sql.ts';
 import { isUuid } from './ids.ts';
 import { payloadProblems, pushContent } from './payloads.ts';
@@ -17,8 +18,11 @@ export type NotificationView = Schemas['Notification'];
 export type Statistics = Schemas['Statistics'];
 
 export type FanoutJob = { notificationId: string; applicationId: string };
-/** Enqueues a notification's fanout in the caller's transaction: a rollback drops the job too. */
-export type EnqueueFanout = (tx: EntityManager, job: FanoutJob) => Promise<void>;
+/**
+ * Enqueues a notification's fanout in the caller's transaction (a rollback drops the job too),
+ * in the lane of its priority (fanout.ts jobPriority).
+ */
+export type EnqueueFanout = (tx: EntityManager, job: FanoutJob, priority: number) => Promise<void>;
 
 /** How long an Idempotency-Key protects against a duplicate send. */
 export const idempotencyWindowHours = 24;
@@ -101,7 +105,7 @@ export async function sendNotification(
       userIds: request.recipients.user_ids,
     });
     await tx.flush();
-    await enqueueFanout(tx, { notificationId: id, applicationId });
+    await enqueueFanout(tx, { notificationId: id, applicationId }, jobPriority(request.options ?? {}));
     return { notification, originalId: null };
   });
   if (result.notification) return { notification: result.notification, accepted: true };

@@ -10,6 +10,7 @@ import {
   expiresAt,
   finalStatus,
   isDataOnly,
+  jobPriority,
   mayAttempt,
   retryDelaySeconds,
 } from '../domain/fanout.ts';
@@ -122,7 +123,7 @@ export async function runFanout(em: EntityManager, context: JobContext, job: Fan
     }
     await context.boss.insert(
       queues.deliver,
-      batches.map((data) => ({ data })),
+      batches.map((data) => ({ data, priority: jobPriority(notification.options) })),
       { db: fromKysely(tx.getKysely()) },
     );
   });
@@ -199,7 +200,7 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
   if (sendable.length > 0 && !client) {
     for (const delivery of sendable) unsendable.push(ended(delivery.deliveryId, 'skipped', 'no_credentials'));
   }
-  if (unsendable.length > 0) await record(db, context, job, { ...noAttempt(), results: unsendable });
+  if (unsendable.length > 0) await record(db, context, job, notification, { ...noAttempt(), results: unsendable });
   if (client) await sendAndRecord(db, context, job, notification, client, sendable);
   await completeIfDone(db, job.notificationId);
 }
@@ -250,7 +251,7 @@ async function sendAndRecord(
       expiresAt: expiry,
     }));
     const outcomes = await sendChunk(db, context, job, client, pushes);
-    await record(db, context, job, settle(notification, part, outcomes));
+    await record(db, context, job, notification, settle(notification, part, outcomes));
   }
 }
 
@@ -287,8 +288,8 @@ async function sendChunk(db: EntityManager, context: JobContext, job: DeliverJob
   return outcomes;
 }
 
-/** Outcomes, dead devices and the retry of the transient ones commit together. */
-async function record(db: EntityManager, context: JobContext, job: DeliverJob, attempt: Attempt): Promise<void> {
+/** Outcomes, dead devices and the retry of the transient ones (in the notification's lane) commit together. */
+async function record(db: EntityManager, context: JobContext, job: DeliverJob, notification: Notification, attempt: Attempt): Promise<void> {
   await db.transactional(async (tx) => {
     await recordResults(tx, attempt.results);
     await invalidateInstallations(tx, attempt.invalidations);
@@ -296,7 +297,7 @@ async function record(db: EntityManager, context: JobContext, job: DeliverJob, a
       await context.boss.send(
         queues.deliver,
         { ...job, deliveryIds: attempt.retry } satisfies DeliverJob,
-        { startAfter: attempt.retryAfter, db: fromKysely(tx.getKysely()) },
+        { startAfter: attempt.retryAfter, priority: jobPriority(notification.options), db: fromKysely(tx.getKysely()) },
       );
     }
   });

@@ -73,7 +73,7 @@ export async function startBoss(
 
 /** The job's id is the notification's: a notification has one fanout, whatever retries a send. */
 export function fanoutEnqueuer(boss: PgBoss): EnqueueFanout {
-  return async (tx, job) => {
-    await boss.send(queues.fanout, job, { id: job.notificationId, db: fromKysely(tx.getKysely()) });
+  return async (tx, job, priority) => {
+    await boss.send(queues.fanout, job, { id: job.notificationId, priority, db: fromKysely(tx.getKysely()) });
   };
 }

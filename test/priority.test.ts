@@ -1,0 +1,72 @@
+// Priority lanes: the jobs of an `options.priority: high` notification (its fanout, its deliver
+// batches and their retries) are queued with a higher pg-boss priority, so workers take them
+// before normal ones already waiting.
+import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
+
+const title = { title: 'Lanes' };
+
+async function jobPriorities(pipeline: Pipeline, queue: 'fanout' | 'deliver', notificationId: string): Promise<number[]> {
+  const rows = await pipeline.harness.orm.em
+    .fork()
+    .execute<{ priority: number }[]>(
+      `select priority from ${pipeline.queueSchema}.job where name = ? and data->>'notificationId' = ? order by created_on`,
+      [queue, notificationId],
+    );
+  return rows.map((row) => row.priority);
+}
+
+describe('with no worker running', () => {
+  let pipeline: Pipeline;
+  beforeAll(async () => {
+    pipeline = await startPipeline({ workers: false });
+  });
+  afterAll(() => pipeline.close());
+
+  test('a high-priority send is fetched before the normal ones queued earlier', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('lane-phone', ios('lane-01', 'lena'));
+    const send = (priority?: 'normal' | 'high') =>
+      app.send({ recipients: { user_ids: ['lena'] }, notification: title, ...(priority ? { options: { priority } } : {}) });
+    const normal = [await send(), await send('normal'), await send()];
+    const high = await send('high');
+
+    const fetched: string[] = [];
+    for (let i = 0; i < 4; i += 1) {
+      const [job] = await pipeline.harness.boss.fetch<{ notificationId: string }>('fanout');
+      fetched.push(job.data.notificationId);
+    }
+    expect(fetched).toEqual([high, ...normal]);
+  });
+});
+
+describe('with workers', () => {
+  let pipeline: Pipeline;
+  beforeAll(async () => {
+    pipeline = await startPipeline();
+  });
+  afterAll(() => pipeline.close());
+  afterEach(() => pipeline.apns.setRules([]));
+
+  test("a high-priority notification's deliver batches and their retries stay in its lane; a normal one's stay in the normal lane", async () => {
+    pipeline.apns.setRules([{ prefix: 'busy-', reason: 'ServiceUnavailable', retryAfter: 1 }]);
+    const app = await pipeline.newApplication();
+    await app.register('busy-phone', ios('busy-01', 'max'));
+    await app.register('max-pixel', android('fcm-max-01', 'max'));
+    const high = await app.send({ recipients: { user_ids: ['max'] }, notification: title, options: { priority: 'high' } });
+    const normal = await app.send({ recipients: { user_ids: ['max'] }, notification: title });
+    // Both iOS pushes are refused once (a retry job each), then the provider recovers.
+    const deadline = Date.now() + 10_000;
+    while (pipeline.apns.received.filter((push) => push.token === 'busy-01').length < 2 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    pipeline.apns.setRules([]);
+    expect((await app.settled(high)).status).toBe('completed');
+    expect((await app.settled(normal)).status).toBe('completed');
+
+    expect(await jobPriorities(pipeline, 'fanout', high)).toEqual([10]);
+    expect(await jobPriorities(pipeline, 'fanout', normal)).toEqual([0]);
+    // One batch per platform, then the iOS batch's retry.
+    expect(await jobPriorities(pipeline, 'deliver', high)).toEqual([10, 10, 10]);
+    expect(await jobPriorities(pipeline, 'deliver', normal)).toEqual([0, 0, 0]);
+  });
+});
