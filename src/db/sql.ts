@@ -11,12 +11,15 @@ import {
   DummyDriver,
   Kysely,
   PostgresAdapter,
+  PostgresDialect,
   PostgresIntrospector,
   PostgresQueryCompiler,
   sql,
   type QueryExecutorProvider,
   type RawBuilder,
 } from 'kysely';
+import pg from 'pg';
+import type { components } from '../generated/api.ts';
 import type { Truncation } from './entities.ts';
 
 export type Db = EntityManager | QueryExecutorProvider;
@@ -46,6 +49,20 @@ export function compiled(statement: RawBuilder<unknown>): { text: string; values
   return { text, values: [...parameters] };
 }
 
+/**
+ * A Kysely on a pool of its own (a service beside the ORM's, a benchmark). A connection the
+ * database cuts emits 'error': on an idle one the pool's listener takes it, but one Kysely has
+ * checked out between two statements has none, and an unheard 'error' ends the process. Every
+ * connection gets a listener; the failure still reaches the statement that uses the connection.
+ */
+export function openStatementPool(url: string, max: number): { db: Kysely<unknown>; close(): Promise<void> } {
+  const pool = new pg.Pool({ connectionString: url, max });
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+  return { db, close: () => db.destroy() };
+}
+
 // Raw results carry timestamps as the driver gives them (the ORM's type parsers are not applied).
 const asDate = (value: Date | string): Date => (value instanceof Date ? value : new Date(value));
 
@@ -72,7 +89,7 @@ export type Candidate = {
   rowId: string;
   installationId: string;
   userId: string;
-  platform: 'ios' | 'android';
+  platform: components['schemas']['Platform'];
   providerIdentifier: string;
   permission: string;
   lastSeenAt: Date;
@@ -355,7 +372,7 @@ export type EventRow = {
   eventId: string;
   deliveryId: string;
   installationId: string;
-  type: 'received' | 'displayed' | 'opened' | 'dismissed';
+  type: components['schemas']['EventType'];
   occurredAt: Date;
   receivedAt: Date;
 };
@@ -388,8 +405,11 @@ export async function findEvent(db: Db, applicationId: string, eventId: string):
   return eventRow(found);
 }
 
+/** The delivery column holding the first time an event kind was reported. */
+export type FirstSeenColumn = 'received_at' | 'displayed_at' | 'opened_at' | 'dismissed_at';
+
 /** least() ignores nulls: the earliest report of a kind is kept. */
-export async function recordFirstSeen(db: Db, deliveryId: string, column: 'received_at' | 'displayed_at' | 'opened_at' | 'dismissed_at', at: Date): Promise<void> {
+export async function recordFirstSeen(db: Db, deliveryId: string, column: FirstSeenColumn, at: Date): Promise<void> {
   await run(db, sql`update deliveries set ${sql.ref(column)} = least(${sql.ref(column)}, ${at}) where id = ${deliveryId}`);
 }
 
@@ -426,9 +446,10 @@ export async function lockCredentialsForReseal(db: Db): Promise<void> {
   await run(db, sql`lock table provider_credentials in share row exclusive mode`);
 }
 
-export async function sealedCredentials(db: Db, only: 'all' | 'v1' | 'any v1'): Promise<SealedRow[]> {
-  const where = only === 'all' ? sql`` : sql`where secret like 'v1.%'`;
-  const limit = only === 'any v1' ? sql`limit 1` : sql``;
+/** Stored credentials, or only those still sealed the v1 way; `limit` to ask whether there are any. */
+export async function sealedCredentials(db: Db, options: { onlyV1?: boolean; limit?: number } = {}): Promise<SealedRow[]> {
+  const where = options.onlyV1 ? sql`where secret like 'v1.%'` : sql``;
+  const limit = options.limit === undefined ? sql`` : sql`limit ${options.limit}`;
   return rows(db, sql<SealedRow>`select id, application_id, provider, secret from provider_credentials ${where} order by application_id, provider ${limit}`);
 }
 

@@ -151,11 +151,11 @@ function reseal(row: SealedRow, from: Buffer, to: Buffer): { id: string; secret:
 export async function upgradeSealedCredentials(em: EntityManager, key: Buffer | null, logger: Logger): Promise<number> {
   if (!key) return 0;
   // Checked before locking, so that a start with nothing to upgrade takes no lock.
-  if ((await sealedCredentials(em, 'any v1')).length === 0) return 0;
+  if ((await sealedCredentials(em, { onlyV1: true, limit: 1 })).length === 0) return 0;
   return em.transactional(async (tx) => {
     await lockCredentialsForReseal(tx);
     const resealed: { id: string; secret: string }[] = [];
-    for (const row of await sealedCredentials(tx, 'v1')) {
+    for (const row of await sealedCredentials(tx, { onlyV1: true })) {
       try {
         resealed.push(reseal(row, key, key));
       } catch (error) {
@@ -176,7 +176,7 @@ export async function rotateCredentialsKey(em: EntityManager, currentKey: Buffer
   if (currentKey.equals(newKey)) throw new Error('The new key is HERALD_CREDENTIALS_KEY itself: nothing to rotate.');
   return em.transactional(async (tx) => {
     await lockCredentialsForReseal(tx);
-    const rows = await sealedCredentials(tx, 'all');
+    const rows = await sealedCredentials(tx);
     const resealed: { id: string; secret: string }[] = [];
     const unreadable: string[] = [];
     for (const row of rows) {

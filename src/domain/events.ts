@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { conflict, notFound, validationFailed } from './errors.ts';
 import { isUuid } from './ids.ts';
-import { findDeliveryForEvent, findEvent, insertEvent, recordFirstSeen, touchInstallation, type EventRow } from '../db/sql.ts';
+import { findDeliveryForEvent, findEvent, insertEvent, recordFirstSeen, touchInstallation, type EventRow, type FirstSeenColumn } from '../db/sql.ts';
 
 type Schemas = components['schemas'];
 export type EventRequest = Schemas['EventCreate'];
@@ -11,7 +11,7 @@ export type EventView = Schemas['Event'];
 export type EventType = EventRequest['type'];
 
 /** The delivery column holding the first time each kind was reported. */
-const firstSeenColumn: Record<EventType, 'received_at' | 'displayed_at' | 'opened_at' | 'dismissed_at'> = {
+const firstSeenColumn: Record<EventType, FirstSeenColumn> = {
   received: 'received_at',
   displayed: 'displayed_at',
   opened: 'opened_at',

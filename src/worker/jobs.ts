@@ -14,8 +14,7 @@ import {
   mayAttempt,
   retryDelaySeconds,
 } from '../domain/fanout.ts';
-import { pushContent } from '../domain/payloads.ts';
-import { fitToPlatform } from '../domain/payloads.ts';
+import { fitToPlatform, pushContent } from '../domain/payloads.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { Push, PushOutcome, PushProvider } from '../providers/provider.ts';
 import { networkReasons } from '../providers/support.ts';
@@ -110,6 +109,7 @@ export async function runFanout(em: EntityManager, context: JobContext, job: Fan
     }));
     await insertDeliveries(tx, job.applicationId, job.notificationId, deliveries);
 
+    const priority = jobPriority(notification.options);
     const batches: DeliverJob[] = [];
     for (const platform of ['ios', 'android'] as const) {
       const pending = deliveries.filter((d) => d.state === 'pending' && d.platform === platform).map((d) => d.deliveryId);
@@ -123,7 +123,7 @@ export async function runFanout(em: EntityManager, context: JobContext, job: Fan
     }
     await context.boss.insert(
       queues.deliver,
-      batches.map((data) => ({ data, priority: jobPriority(notification.options) })),
+      batches.map((data) => ({ data, priority })),
       { db: fromKysely(tx.getKysely()) },
     );
   });

@@ -4,10 +4,18 @@
 // worker sweeps once a second for leases whose holder's lock is gone and hands those jobs back,
 // so another worker retries them within a few seconds.
 import { randomInt } from 'node:crypto';
-import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
-import { compiled, dropLeases, holdersWithoutLock, releaseLease, takeHolderLock, takeLease, type TakenLease } from '../db/sql.ts';
+import {
+  compiled,
+  dropLeases,
+  holdersWithoutLock,
+  openStatementPool,
+  releaseLease,
+  takeHolderLock,
+  takeLease,
+  type TakenLease,
+} from '../db/sql.ts';
 import type { Logger } from '../logging/logger.ts';
 
 export type Leases = {
@@ -35,13 +43,7 @@ const missingForMs = 2000;
 export async function startLeases(options: { url: string; boss: PgBoss; queueSchema: string; logger: Logger }): Promise<Leases> {
   const { boss, logger, queueSchema } = options;
   const holder = randomInt(1, 2 ** 31 - 1);
-  const pool = new pg.Pool({ connectionString: options.url, max: 2 });
-  // A connection the database cuts emits 'error': on an idle one the pool's listener takes it; one
-  // checked out by Kysely between two queries has none, and an unheard 'error' ends the process.
-  // The failure still reaches the statement that uses the connection.
-  pool.on('error', () => undefined);
-  pool.on('connect', (client) => client.on('error', () => undefined));
-  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+  const { db, close } = openStatementPool(options.url, 2);
   let lock: pg.Client | null = null;
   let stopped = false;
 
@@ -116,7 +118,7 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
       clearInterval(timer);
       await sweeping;
       await lock?.end().catch(() => undefined);
-      await db.destroy().catch(() => undefined);
+      await close().catch(() => undefined);
     },
   };
 }
