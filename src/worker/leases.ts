@@ -110,7 +110,8 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
     },
     async handBackOrphans(running, unleased) {
       const leased = await dropLeases(db, queueSchema, holder, [...running]);
-      const notLeased = [...unleased].map(([job_id, queue]) => ({ job_id, queue }));
+      // A job retried since and running here again is not handed back.
+      const notLeased = [...unleased].filter(([jobId]) => !running.has(jobId)).map(([job_id, queue]) => ({ job_id, queue }));
       await handBack([...leased, ...notLeased], 'the database went away while it ran');
     },
     async stop() {

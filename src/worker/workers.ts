@@ -78,6 +78,8 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
           unleased.set(job.id, queue);
           throw error;
         });
+        // A retry of it that could be leased is found by its lease again.
+        unleased.delete(job.id);
         await run(job.data);
       } catch (error) {
         if (!options.outage?.report(error)) {
