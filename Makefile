@@ -1,12 +1,16 @@
 # Herald. Every target runs on the project's own Node 24 (the `node` devDependency), so the
-# system Node only needs to be able to run `npm ci` once.
+# system only needs an npm, of any Node version, to fetch that Node once (make install).
 SHELL := /bin/bash
-export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+# The Node that runs npm ci on a fresh clone (.node/, from `make install`), behind the project's own.
+BOOTSTRAP := .node
+export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(BOOTSTRAP)/node_modules/.bin:$(PATH)
 export NODE_OPTIONS := --experimental-vm-modules --no-warnings=ExperimentalWarning
+# The exact version of the `node` devDependency (engines says ">=24", which this does not match).
+NODE_VERSION := $(shell sed -n 's/^ *"node": "\([0-9][0-9.]*\)",\{0,1\}$$/\1/p' package.json)
 
-.PHONY: start test check install codegen codegen-check lint typecheck unit fuzz fuzz-ci fuzz-env clean
+.PHONY: start test check install codegen codegen-check lint typecheck unit browser fuzz fuzz-ci fuzz-env clean dashboard sdk-build
 
-start: install  ## run Herald (API + workers); embedded Postgres when DATABASE_URL is unset
+start: install dashboard  ## run Herald (API + workers); embedded Postgres when DATABASE_URL is unset
 	./bin/herald start
 
 # The whole test suite, as CI runs it (scripts/test.sh): install, codegen-check, lint, typecheck
@@ -15,19 +19,34 @@ start: install  ## run Herald (API + workers); embedded Postgres when DATABASE_U
 test:
 	@MAKE='$(MAKE)' bash scripts/test.sh
 
+# npm ci runs on Node 24: run by an older system Node, npm warns about every package that needs 24
+# (a wall of EBADENGINE). When the `node` on PATH is older, the `node` package the lockfile pins is
+# installed first into $(BOOTSTRAP)/ by the system npm, alone and quietly (nothing in it checks
+# engines); npm ci then runs on it. Once installed, node_modules/.bin/node is the Node on PATH.
 install: node_modules/.installed
 node_modules/.installed: package.json package-lock.json
+	@if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 24 ? 0 : 1)' 2>/dev/null; then \
+	  echo "Installing Node $(NODE_VERSION) into $(BOOTSTRAP)/ to run npm on"; \
+	  npm install --prefix $(BOOTSTRAP) --no-save --no-package-lock --engine-strict=false --loglevel=error --no-audit --no-fund node@$(NODE_VERSION); \
+	fi
 	npm ci --no-audit --no-fund
 	@node -e 'const [major] = process.versions.node.split("."); if (major < 24) { console.error("Node 24 bootstrap failed: got " + process.version); process.exit(1) }'
 	@touch $@
 
+# The web dashboard (dashboard/, on the generated SDK) bundled by esbuild into dist/dashboard/ (git-ignored),
+# which the server serves at /dashboard. Rebuilt when its sources, the SDK or the lockfile change.
+dashboard: install dist/dashboard/index.html
+dist/dashboard/index.html: dashboard/build.ts dashboard/index.html $(shell find dashboard/src sdk/src -type f) package-lock.json
+	node dashboard/build.ts
+
 codegen: install  ## regenerate the server types and the SDK from openapi/openapi.yaml
 	node codegen/api-types.ts
 	openapi-ts -f codegen/openapi-ts.config.ts
+	node codegen/sdk-version.ts
 
 codegen-check: codegen  ## fails when the committed generated code is stale against openapi/
-	@if [ -n "$$(git status --porcelain -- src/generated sdk/src)" ]; then \
-	  git status --short -- src/generated sdk/src; \
+	@if [ -n "$$(git status --porcelain -- src/generated sdk/src/generated sdk/package.json)" ]; then \
+	  git status --short -- src/generated sdk/src/generated sdk/package.json; \
 	  echo "Generated code is stale: run 'make codegen' and commit the result."; exit 1; fi
 
 lint: install
@@ -37,9 +56,18 @@ typecheck: install
 	tsc -p .
 
 # Also writes reports/jest-results.json (jest --json), which make test counts.
-unit: install
+unit: install dashboard browser
 	@mkdir -p reports
 	jest --json --outputFile=reports/jest-results.json
+
+# Chromium for the tests of pages (test/support/browser.ts drives it with playwright-core, which
+# never downloads a browser): Debian's package, installed when it is missing and we are root.
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+	    echo "Chromium is missing: install Debian's chromium package (apt-get install chromium) as root."; exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }
 
 # Contract fuzzing (schemathesis, pinned in requirements-fuzz.txt) against a live server on a fresh
 # database; see scripts/fuzz.sh and schemathesis.toml. Reports go to reports/.
@@ -56,14 +84,27 @@ fuzz: install fuzz-env  ## 1,000 examples per operation
 	bash scripts/fuzz.sh 1000
 
 clean:
-	rm -rf node_modules .herald .venv reports
+	rm -rf node_modules $(BOOTSTRAP) .herald .venv reports dist sdk/dist
+
+# The SDK package's build (sdk/dist: ESM, CommonJS, type declarations; tsup, see sdk/tsup.config.ts).
+# `npm pack` in sdk/ runs it too, so a packed tarball is always built from the current source.
+sdk-build: install
+	cd sdk && tsup
 
 # The fanout benchmark (bench/fanout.ts): the client libraries' ceiling against the simulators, then
 # Herald end to end (20 notifications × 500 users, 20,000 installations) on a fresh database on
 # DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
+# `make bench-fanout BENCH_ARGS=--prefill` adds 1 million installations and 2 million deliveries first.
 .PHONY: bench-fanout
 bench-fanout: install
-	node bench/fanout.ts
+	node bench/fanout.ts $(BENCH_ARGS)
+
+# The scheduled-send benchmark (bench/schedule.ts): 1,000 notifications scheduled for the same second,
+# how long after it each started, pushed and ended (target: all started within 1 s), against the
+# same number sent at once; on a fresh database on DATABASE_URL's server, dropped at the end.
+.PHONY: bench-schedule
+bench-schedule: install
+	node bench/schedule.ts
 
 # The retention benchmark (bench/retention.ts): 2 million old delivery rows (with events and keys)
 # deleted by retention while sends run at a steady rate through the real app, their latency against
@@ -72,6 +113,16 @@ bench-fanout: install
 .PHONY: bench-retention
 bench-retention: install
 	node bench/retention.ts
+
+# The API benchmark (bench/api.ts): Herald's API hot paths (PUT/PATCH/GET installation, POST event,
+# GET notification and the list) under autocannon, against a bare express + pg ceiling doing the same
+# work (bench/api-ceiling.ts) on the same tables, alternating rounds (Herald/ceiling req/s ≥ 0.6);
+# then POST notification p99 at 50/s while a bench-fanout-sized fanout runs (≤ 25 ms). On a fresh
+# database on DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres), dropped at
+# the end. `make bench-api BENCH_ARGS=--prefill` adds 1 million installations and 2 million deliveries first.
+.PHONY: bench-api
+bench-api: install
+	node bench/api.ts $(BENCH_ARGS)
 
 # The chaos run (bench/chaos.ts): Herald's processes under real faults (worker and API kill -9,
 # database connections terminated, a database restart and crash, providers refusing or silent),

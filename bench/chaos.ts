@@ -47,20 +47,21 @@ import { createDatabase, seedApplication, userId } from '../test/support/seed.ts
 import { startTcpProxy, type TcpProxy } from '../test/support/tcp-proxy.ts';
 import {
   createCleanups,
-  positiveIntegerFromEnv,
-  runBenchmark,
   fixed,
   freePort,
   herald,
   heraldEnvironment,
   launch,
+  type Launched,
+  loadAverage,
   median,
+  positiveIntegerFromEnv,
   receivedPushes,
   resetSimulators,
   root,
-  startSimulatorsProcess,
-  type Launched,
+  runBenchmark,
   type SimulatorsProcess,
+  startSimulatorsProcess,
 } from './support.ts';
 
 const env = process.env;
@@ -820,7 +821,7 @@ function printTable(rows: Row[]) {
 
 async function run(): Promise<number> {
   mkdirSync(runDir, { recursive: true });
-  log(`Herald chaos run, ${new Date().toISOString()}; ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}`);
+  log(`Herald chaos run, ${new Date().toISOString()}; ${os.availableParallelism()} CPUs, load average ${loadAverage()}`);
   log(`logs: ${path.relative(root, runDir)}/`);
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'herald-chaos-'));
   cleanups.add('temporary folder', async () => rmSync(tmp, { recursive: true, force: true }));

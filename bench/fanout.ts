@@ -6,11 +6,19 @@
 //       500 distinct users (20,000 installations, one iOS and one Android per user), sent at once
 //       through the HTTP API, timed from the first 202 to the last delivery accepted; the latency
 //       from each 202 to the first push the simulators received for it, under that load and on an
-//       idle system (one notification at a time); Herald's peak RSS.
+//       idle system (one notification at a time); Herald's peak RSS;
+//   (c) while a load of 20 notifications is in flight, single sends made a few moments after its
+//       202s, each timed from its 202 to its first push: priority lanes (the load normal, the sends
+//       `priority: high`, same application) and fairness between applications (the load
+//       application A's, the sends application B's, both normal).
 // (a) and (b) alternate (5 rounds by default) so that other load on the machine weighs on both alike.
+// With `--prefill`, before Herald starts: another application's 1 million installations and 2
+// million deliveries of its finished notifications (with their events), written set-based; compare
+// the figures prefilled and empty across two runs (target: within 1.2×).
 // It prints the figures against the targets and exits 0 whatever they are (a measurement, not a
 // test); non-zero only when the run itself failed (e.g. not every delivery was accepted).
 //
+// Arguments: --prefill
 // Environment (all optional):
 //   DATABASE_URL                 admin URL of the Postgres server (default postgres://postgres@127.0.0.1:5432/postgres)
 //   BENCH_USERS                  users registered, each with one iOS and one Android installation (10000)
@@ -18,7 +26,11 @@
 //   BENCH_RECIPIENTS             users per notification, distinct across notifications (500)
 //   BENCH_IDLE_NOTIFICATIONS     notifications of the idle latency phase, sent one at a time (20)
 //   BENCH_ROUNDS                 rounds, each one ceiling run then one Herald throughput run; medians are reported (5)
+//   BENCH_PROBE_ROUNDS           loads of (c) per kind (3); each gets 4 sends, 250 ms, 1, 2 and 3 s after its 202s or
+//                                once the previous send has completed, whichever is later
 //   BENCH_TIMEOUT_SECONDS        how long a phase may take before the run fails (180)
+//   BENCH_PREFILL_INSTALLATIONS  --prefill: the other application's installations (1000000)
+//   BENCH_PREFILL_DELIVERIES     --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS    NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                   also write the figures to this file
 //   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
@@ -39,47 +51,55 @@ import type { ProviderEndpoints, Push, PushProvider } from '../src/providers/pro
 import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
 import { androidToken, createDatabase, iosToken, seedApplication, userId } from '../test/support/seed.ts';
 import {
-  createCleanups,
   cpuSeconds,
   cpuSecondsOfAll,
+  createCleanups,
   fixed,
   freePort,
   herald,
   heraldEnvironment,
   integer,
   launch,
+  type Launched,
   machineCpu,
+  machineLine,
   median,
   percentile,
   positiveIntegerFromEnv,
+  prefillFromArguments,
+  prefillOther,
   root,
   runBenchmark,
   simulatorControl,
+  type SimulatorsProcess,
   startSimulatorsProcess,
   statusKb,
   waitForHttp,
-  type Launched,
-  type SimulatorsProcess,
 } from './support.ts';
 
 const env = process.env;
+const prefill = prefillFromArguments();
 const settings = {
   users: positiveIntegerFromEnv('BENCH_USERS', 10_000),
   notifications: positiveIntegerFromEnv('BENCH_NOTIFICATIONS', 20),
   recipients: positiveIntegerFromEnv('BENCH_RECIPIENTS', 500),
   idleNotifications: positiveIntegerFromEnv('BENCH_IDLE_NOTIFICATIONS', 20),
   rounds: positiveIntegerFromEnv('BENCH_ROUNDS', 5),
+  probeRounds: positiveIntegerFromEnv('BENCH_PROBE_ROUNDS', 3),
+  /** When the single sends of (c) are made, after the last 202 of the load they overtake. */
+  probeOffsetsMs: [250, 1000, 2000, 3000],
   timeoutMs: positiveIntegerFromEnv('BENCH_TIMEOUT_SECONDS', 180) * 1000,
   /** Quiet time between two idle-phase notifications. */
   idleGapMs: 250,
   warmupNotifications: 2,
+  prefill,
 };
 if (settings.recipients > 500) throw new Error('BENCH_RECIPIENTS: at most 500 users per notification (the API limit)');
 if (settings.notifications * settings.recipients > settings.users) {
   throw new Error('BENCH_NOTIFICATIONS × BENCH_RECIPIENTS must not exceed BENCH_USERS: every notification targets distinct users');
 }
 
-const targets = { ratio: 0.6, deliveriesPerSecond: 5000, idleFirstPushMs: 100 };
+const targets = { ratio: 0.85, deliveriesPerSecond: 5000, idleFirstPushMs: 100, highUnderLoadP99Ms: 300, otherAppUnderLoadP99Ms: 1000 };
 /** Pushes per platform in a throughput round, and deliveries accepted in all. */
 const perPlatform = settings.notifications * settings.recipients;
 const expected = perPlatform * 2;
@@ -197,15 +217,18 @@ async function openCeiling(sims: Simulators, endpoints: ProviderEndpoints, ios: 
 
 type Sent = { id: string; postedAt: number; acceptedAt: number };
 
+type Lane = 'normal' | 'high';
+
 function api(port: number, token: string) {
   const base = `http://127.0.0.1:${port}`;
   return {
-    async send(userIds: string[], idempotencyKey: string): Promise<Sent> {
+    /** The benchmark's message, in its lane (high) unless `lane` says otherwise. */
+    async send(userIds: string[], idempotencyKey: string, lane: Lane = message.options.priority): Promise<Sent> {
       const postedAt = Date.now();
       const response = await fetch(`${base}/api/v1/notifications`, {
         method: 'POST',
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
-        body: JSON.stringify({ recipients: { user_ids: userIds }, ...message }),
+        body: JSON.stringify({ recipients: { user_ids: userIds }, ...message, options: { ...message.options, priority: lane } }),
       });
       const body = (await response.json()) as { data?: { id: string } };
       const acceptedAt = Date.now();
@@ -355,14 +378,20 @@ function coresUsed(before: CpuSnapshot, after: CpuSnapshot, seconds: number) {
 }
 
 /** The benchmark's database with its application and installations, and the simulators. */
-type Setup = { url: string; tmp: string; sims: Simulators; endpoints: ProviderEndpoints; credentialsKey: Buffer; serverToken: string };
+type Setup = {
+  url: string;
+  tmp: string;
+  sims: Simulators;
+  endpoints: ProviderEndpoints;
+  credentialsKey: Buffer;
+  serverToken: string;
+  /** Application B's, whose sends (c) makes during application A's load: it has BENCH_RECIPIENTS users. */
+  otherServerToken: string;
+};
 
 async function setUp(adminUrl: string, database: string): Promise<Setup> {
-  log(`Herald fanout benchmark, ${new Date().toISOString()}`);
-  log(
-    `machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}; ` +
-      `Node ${process.version}; database ${database} on ${new URL(adminUrl).host}`,
-  );
+  log(`Herald fanout benchmark${prefill ? ' (--prefill)' : ''}, ${new Date().toISOString()}`);
+  log(machineLine(database, adminUrl));
 
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'herald-bench-'));
   cleanups.add('temporary folder', async () => rmSync(tmp, { recursive: true, force: true }));
@@ -376,12 +405,32 @@ async function setUp(adminUrl: string, database: string): Promise<Setup> {
 
   const credentialsKey = randomBytes(32);
   const prepared = await seedApplication(url, { name: 'Fanout benchmark', credentialsKey, keys: sims.keys, users: settings.users });
-  log(`registered ${integer(prepared.installations)} installations (${integer(settings.users)} users × iOS + Android)`);
-  return { url, tmp, sims, endpoints, credentialsKey, serverToken: prepared.serverToken };
+  const other = await seedApplication(url, { name: 'Fanout benchmark, application B', credentialsKey, keys: sims.keys, users: settings.recipients });
+  log(
+    `registered ${integer(prepared.installations)} installations (${integer(settings.users)} users × iOS + Android), ` +
+      `and ${integer(other.installations)} of a second application`,
+  );
+  if (settings.prefill) {
+    log(`prefilling: ${integer(settings.prefill.installations)} installations and ${integer(settings.prefill.deliveries)} deliveries of another application`);
+    const prefilled = await prefillOther(url, settings.prefill, log);
+    log(
+      `prefilled in ${fixed(prefilled.seconds, 1)} s: ${integer(prefilled.installations)} installations, ${integer(prefilled.old.notifications)} ` +
+        `notifications with ${integer(prefilled.old.deliveries)} deliveries and ${integer(prefilled.old.events)} events; database ${prefilled.size}`,
+    );
+  }
+  return { url, tmp, sims, endpoints, credentialsKey, serverToken: prepared.serverToken, otherServerToken: other.serverToken };
 }
 
 /** What the phases run against: Herald as its own process, pointed at the simulators, and the database. */
-type Stage = Setup & { server: Launched; heraldConfig: Config; pool: pg.Pool; client: ReturnType<typeof api>; startRssKb: number | null };
+type Stage = Setup & {
+  server: Launched;
+  heraldConfig: Config;
+  pool: pg.Pool;
+  client: ReturnType<typeof api>;
+  /** Application B's client. */
+  other: ReturnType<typeof api>;
+  startRssKb: number | null;
+};
 
 async function startHerald(setup: Setup): Promise<Stage> {
   const port = await freePort();
@@ -403,7 +452,7 @@ async function startHerald(setup: Setup): Promise<Stage> {
   const startRssKb = statusKb(server.pid, 'VmRSS');
   const pool = new pg.Pool({ connectionString: setup.url, max: 2 });
   cleanups.add('pool', () => pool.end());
-  return { ...setup, server, heraldConfig, pool, client: api(port, setup.serverToken), startRssKb };
+  return { ...setup, server, heraldConfig, pool, client: api(port, setup.serverToken), other: api(port, setup.otherServerToken), startRssKb };
 }
 
 /** The users notification `index` of a phase goes to: distinct across the notifications of a round. */
@@ -516,6 +565,63 @@ async function alternateRounds(stage: Stage, stamp: string): Promise<Round[]> {
   return rounds;
 }
 
+/**
+ * (c) Sends that must overtake a load in flight. `lanes`: the load is the round's 20 notifications
+ * in the normal lane, each send the same message to 500 users of the same application in the high
+ * lane. `applications`: the load is application A's, in the normal lane, each send application B's
+ * (its 500 users) in the same lane, so that only fairness between applications can put it first.
+ * A send is made at each of settings.probeOffsetsMs after the load's last 202, or once the previous
+ * send has completed if that is later: each is a single send, never queued behind another of them.
+ * `ahead` is how long the load still ran after that send's 202 (what a send queued behind it would
+ * have waited, at least).
+ */
+type Probes = { kind: 'lanes' | 'applications'; latency: number[]; offsets: number[]; ahead: number[]; loadSeconds: number[] };
+
+async function probePhase(stage: Stage, kind: Probes['kind'], stamp: string): Promise<Probes> {
+  const { sims, pool, client } = stage;
+  const phase: Probes = { kind, latency: [], offsets: [], ahead: [], loadSeconds: [] };
+  const otherRecipients = Array.from({ length: settings.recipients }, (_, index) => userId(index + 1));
+  for (let round = 0; round < settings.probeRounds; round++) {
+    await clearSimulators(sims);
+    await sleep(500);
+    const key = (what: string) => `${kind}-${what}-${stamp}-${round}`;
+    const load = await Promise.all(
+      Array.from({ length: settings.notifications }, (_, index) => client.send(recipients(index), key(`load-${index}`), 'normal')),
+    );
+    const answered = Math.max(...load.map((sent) => sent.acceptedAt));
+    const probes: Sent[] = [];
+    for (const [index, offset] of settings.probeOffsetsMs.entries()) {
+      await sleep(Math.max(0, answered + offset - Date.now()));
+      const probe =
+        kind === 'lanes'
+          ? await client.send(recipients(index), key(`probe-${index}`), 'high')
+          : await stage.other.send(otherRecipients, key(`probe-${index}`), 'normal');
+      probes.push(probe);
+      await waitCompleted(pool, [probe.id], 10, alive(stage));
+    }
+    const offsets = probes.map((probe) => probe.postedAt - answered);
+    const ids = [...load, ...probes].map((sent) => sent.id);
+    await waitCompleted(pool, ids, 20, alive(stage));
+    const result = await outcomes(pool, ids);
+    if (result.accepted !== ids.length * settings.recipients * 2 || result.pending > 0) {
+      throw new Error(`${kind} round ${round + 1}: ${result.accepted} of ${ids.length * settings.recipients * 2} deliveries accepted`);
+    }
+    const loadOutcome = await outcomes(pool, load.map((sent) => sent.id));
+    const latency = firstPushLatencies(probes, await readSimulators(sims));
+    const ahead = probes.map((probe) => loadOutcome.lastAccepted - probe.acceptedAt);
+    phase.latency.push(...latency);
+    phase.offsets.push(...offsets);
+    phase.ahead.push(...ahead);
+    phase.loadSeconds.push((loadOutcome.lastAccepted - Math.min(...load.map((sent) => sent.acceptedAt))) / 1000);
+    log(
+      `(c) ${kind} round ${round + 1}: load of ${settings.notifications} over in ${fixed(phase.loadSeconds.at(-1)!, 2)} s; ` +
+        `sends at ${offsets.map(integer).join(' / ')} ms: 202 → first push ${latency.map(integer).join(' / ')} ms ` +
+        `(load still running ${ahead.map(integer).join(' / ')} ms after each)`,
+    );
+  }
+  return phase;
+}
+
 type Memory = { startRssKb: number | null; peakRssKb: number | null; simulatorsPeakKb: number | null };
 
 /** Stops Herald; its peak RSS is read just before (VmHWM: the high-water mark of its resident set). */
@@ -544,7 +650,7 @@ function summarize(rounds: Round[]) {
   };
 }
 
-function report(rounds: Round[], idle: Idle, memory: Memory, problems: string[]): void {
+function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applications: Probes }, memory: Memory, problems: string[]): void {
   const { ceilingRate, heraldRate, ratio, typical, quietest, loadLatency } = summarize(rounds);
   const idleLatency = idle.latency;
   const idleP50 = percentile(idleLatency, 50);
@@ -575,6 +681,17 @@ function report(rounds: Round[], idle: Idle, memory: Memory, problems: string[])
     integer(Math.max(...loadLatency)),
   );
   row(`  idle (${settings.idleNotifications}, one at a time)`, integer(idleP50), integer(percentile(idleLatency, 99)), integer(Math.max(...idleLatency)));
+  const probeRow = (label: string, phase: Probes) =>
+    row(`  ${label} (${phase.latency.length})`, integer(percentile(phase.latency, 50)), integer(percentile(phase.latency, 99)), integer(Math.max(...phase.latency)));
+  probeRow(`high priority, ${settings.notifications} normal in flight`, probes.lanes);
+  probeRow(`app B, app A's ${settings.notifications} in flight`, probes.applications);
+  for (const phase of [probes.lanes, probes.applications]) {
+    const inFlight = phase.ahead.filter((ms) => ms > 0).length;
+    log(
+      `  (c) ${phase.kind}: ${inFlight} of ${phase.ahead.length} sends made while the load was in flight (it ran on p50 ${integer(percentile(phase.ahead, 50))} ms ` +
+        `after them); loads over in ${phase.loadSeconds.map((seconds) => fixed(seconds, 2)).join(' / ')} s`,
+    );
+  }
   log(
     `  idle timeline, median ms after the 202: ${Object.entries(idle.timeline)
       .map(([step, ms]) => `${step} ${integer(ms)}`)
@@ -616,9 +733,29 @@ function report(rounds: Round[], idle: Idle, memory: Memory, problems: string[])
   row(`  (b)/(a) ≥ ${targets.ratio}`, fixed(ratio, 2), verdict(ratio >= targets.ratio));
   row(`  Herald ≥ ${integer(targets.deliveriesPerSecond)} deliveries/s`, integer(heraldRate), verdict(heraldRate >= targets.deliveriesPerSecond));
   row(`  idle 202 → first push p50 ≤ ~${targets.idleFirstPushMs} ms`, `${integer(idleP50)} ms`, verdict(idleP50 <= targets.idleFirstPushMs));
+  const lanesP99 = percentile(probes.lanes.latency, 99);
+  const applicationsP99 = percentile(probes.applications.latency, 99);
+  row(`  high priority under load, p99 ≤ ${targets.highUnderLoadP99Ms} ms`, `${integer(lanesP99)} ms`, verdict(lanesP99 <= targets.highUnderLoadP99Ms));
+  row(`  app B behind app A's load, p99 ≤ ${targets.otherAppUnderLoadP99Ms} ms`, `${integer(applicationsP99)} ms`, verdict(applicationsP99 <= targets.otherAppUnderLoadP99Ms));
 }
 
-function writeFigures(file: string, heraldConfig: Config, rounds: Round[], idle: Idle, memory: Memory, problems: string[]): void {
+function writeFigures(
+  file: string,
+  heraldConfig: Config,
+  rounds: Round[],
+  idle: Idle,
+  probes: { lanes: Probes; applications: Probes },
+  memory: Memory,
+  problems: string[],
+): void {
+  const probeFigures = (phase: Probes) => ({
+    p50: percentile(phase.latency, 50),
+    p99: percentile(phase.latency, 99),
+    all: phase.latency,
+    offsetsMs: phase.offsets,
+    loadAheadMs: phase.ahead,
+    loadSeconds: phase.loadSeconds,
+  });
   const { ceilingRate, heraldRate, ratio, loadLatency } = summarize(rounds);
   const figures = {
     at: new Date().toISOString(),
@@ -647,6 +784,8 @@ function writeFigures(file: string, heraldConfig: Config, rounds: Round[], idle:
     ratio,
     loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99) },
     idleLatency: { p50: percentile(idle.latency, 50), p99: percentile(idle.latency, 99), all: idle.latency, timeline: idle.timeline, jobs: idle.jobs },
+    highPriorityUnderLoadLatency: probeFigures(probes.lanes),
+    otherApplicationUnderLoadLatency: probeFigures(probes.applications),
     peakRssKb: memory.peakRssKb,
     problems: problems.length,
   };
@@ -660,9 +799,10 @@ async function run(): Promise<number> {
   await warmUp(stage);
   const idle = await idlePhase(stage);
   const rounds = await alternateRounds(stage, stamp);
+  const probes = { lanes: await probePhase(stage, 'lanes', stamp), applications: await probePhase(stage, 'applications', stamp) };
   const { memory, problems } = await stopHerald(stage);
-  report(rounds, idle, memory, problems);
-  if (env.BENCH_JSON) writeFigures(env.BENCH_JSON, stage.heraldConfig, rounds, idle, memory, problems);
+  report(rounds, idle, probes, memory, problems);
+  if (env.BENCH_JSON) writeFigures(env.BENCH_JSON, stage.heraldConfig, rounds, idle, probes, memory, problems);
   return 0;
 }
 

@@ -37,16 +37,32 @@ import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { migrate, openOrm, type Orm } from '../src/db/orm.ts';
-import { createApplication, createToken } from '../src/domain/applications.ts';
+import { createApplication, createToken, tokenCacheMs } from '../src/domain/applications.ts';
 import { createSendLimiter } from '../src/http/send-limiter.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
 import { retentionBatchSize, runMaintenance } from '../src/worker/maintenance.ts';
-import { fanoutEnqueuer, startBoss } from '../src/worker/queue.ts';
+import { fanoutEnqueuer, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
+import { createWebhookOutbox } from '../src/domain/webhook-outbox.ts';
 import { defaultQueueSchema } from '../src/service/config.ts';
 import { createApp } from '../src/http/app.ts';
 import { loadDocument } from '../src/http/document.ts';
 import { createLogger } from '../src/logging/logger.ts';
-import { cpuSeconds, createCleanups, fixed, integer, machineCpu, percentile, positiveIntegerFromEnv, runBenchmark } from './support.ts';
+import {
+  bulkLoad,
+  cpuSeconds,
+  createCleanups,
+  type FinishedNotifications,
+  fixed,
+  integer,
+  machineCpu,
+  machineLine,
+  openLoop,
+  type Paced,
+  percentile,
+  positiveIntegerFromEnv,
+  runBenchmark,
+  seedFinishedNotifications,
+} from './support.ts';
 
 const env = process.env;
 const settings = {
@@ -66,143 +82,32 @@ const silent = createLogger('silent');
 // Everything the run opened, closed in reverse order whatever happens.
 const cleanups = createCleanups();
 
-type Seeded = { old: { notifications: number; deliveries: number; events: number; keys: number }; recent: { notifications: number; deliveries: number } };
+type Seeded = { old: FinishedNotifications; recent: { notifications: number; deliveries: number } };
 
-/**
- * Notifications of `perNotification` deliveries each (half iOS, half Android, all accepted, one in
- * ten with a `received` event), `ageDays` old and a second apart, with their expired keys when old.
- * Ids are time-ordered like Herald's UUIDv7: the first 6 bytes are the creation time in
- * milliseconds, the rest random.
- */
-async function seedNotifications(client: pg.Client, applicationId: string, count: number, ageDays: number, withKeys: boolean) {
-  const users = Array.from({ length: Math.ceil(settings.perNotification / 2) }, (_, index) => `user-${index + 1}`);
-  const timeOrdered = (at: string) =>
-    `encode(substring(int8send((extract(epoch from ${at}) * 1000)::bigint) from 3) || substring(uuid_send(gen_random_uuid()) from 7), 'hex')::uuid`;
-  const { rows } = await client.query<{ id: string }>(
-    `insert into notifications (id, application_id, status, title, body, data, options, user_ids, created_at, processing_started_at, completed_at)
-     select ${timeOrdered('at')}, $1, 'completed', 'Order shipped', 'Your order is on its way', '{"order_id": 1234}',
-            '{"ttl": 3600}', $2::text[], at, at, at + interval '2 seconds'
-       from (select now() - make_interval(days => $3) - make_interval(secs => n) as at from generate_series(1, $4) n) s
-     returning id`,
-    [applicationId, users, ageDays, count],
-  );
-  const ids = rows.map((row) => row.id);
-  const { rows: counts } = await client.query<{ deliveries: number; events: number }>(
-    `with d as (
-       insert into deliveries (id, application_id, notification_id, client_installation_id, user_id, platform, state, attempts,
-                               provider_message_id, created_at, last_attempt_at, completed_at)
-       select ${timeOrdered('n.created_at')}, n.application_id, n.id, 'installation-' || i, 'user-' || ((i + 1) / 2),
-              case when i % 2 = 0 then 'ios' else 'android' end, 'accepted', 1, gen_random_uuid()::text,
-              n.created_at, n.created_at, n.created_at + interval '1 second'
-         from notifications n, generate_series(1, $2) i
-        where n.id = any($1::uuid[])
-       returning id, application_id, client_installation_id, created_at
-     ), e as (
-       insert into delivery_events (id, application_id, event_id, delivery_id, client_installation_id, type, occurred_at, received_at)
-       select ${timeOrdered('created_at')}, application_id, gen_random_uuid(), id, client_installation_id, 'received',
-              created_at + interval '3 seconds', created_at + interval '4 seconds'
-         from d where right(client_installation_id, 1) = '0'
-       returning 1
-     )
-     select (select count(*) from d)::int as deliveries, (select count(*) from e)::int as events`,
-    [ids, settings.perNotification],
-  );
-  let keys = 0;
-  if (withKeys) {
-    const inserted = await client.query(
-      `insert into idempotency_keys (id, application_id, key, request_hash, notification_id, created_at)
-       select ${timeOrdered('created_at')}, application_id, 'order-' || id, 'hash', id, created_at
-         from notifications where id = any($1::uuid[])`,
-      [ids],
-    );
-    keys = inserted.rowCount ?? 0;
-  }
-  return { notifications: ids.length, ...counts[0], keys };
-}
-
-/**
- * One statement per table. Foreign-key triggers are off while seeding when the role may do that
- * (the rows are consistent by construction), and the secondary indexes of the two big tables are
- * built once the rows are in, exactly as the migrations define them: far faster than row by row.
- */
+/** Old notifications past the retention with their expired keys, and recent ones that must stay. */
 async function seed(url: string, applicationId: string): Promise<Seeded> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    try {
-      await client.query(`set session_replication_role = replica`);
-    } catch {
-      log('note: not allowed to turn foreign-key triggers off while seeding; seeding takes longer');
-    }
-    const { rows: indexes } = await client.query<{ table: string; index: string; definition: string; constraint: string | null; constraintDefinition: string | null }>(
-      `select i.indrelid::regclass::text as table, i.indexrelid::regclass::text as index, pg_get_indexdef(i.indexrelid) as definition,
-              c.conname as constraint, pg_get_constraintdef(c.oid) as "constraintDefinition"
-         from pg_index i left join pg_constraint c on c.conindid = i.indexrelid and c.contype = 'u'
-        where i.indrelid in ('deliveries'::regclass, 'delivery_events'::regclass) and not i.indisprimary`,
+    return await bulkLoad(
+      client,
+      ['deliveries', 'delivery_events'],
+      async () => {
+        const notifications = (deliveries: number) => Math.ceil(deliveries / settings.perNotification);
+        const common = { applicationId, perNotification: settings.perNotification };
+        const old = await seedFinishedNotifications(client, { ...common, count: notifications(settings.deliveries), ageDays: settings.retentionDays + 10, withKeys: true });
+        const recent = await seedFinishedNotifications(client, { ...common, count: notifications(settings.recentDeliveries), ageDays: 1, withKeys: false });
+        return { old, recent: { notifications: recent.notifications, deliveries: recent.deliveries } };
+      },
+      log,
     );
-    for (const index of indexes) {
-      await client.query(index.constraint ? `alter table ${index.table} drop constraint "${index.constraint}"` : `drop index ${index.index}`);
-    }
-    const old = await seedNotifications(client, applicationId, Math.ceil(settings.deliveries / settings.perNotification), settings.retentionDays + 10, true);
-    const recent = await seedNotifications(client, applicationId, Math.ceil(settings.recentDeliveries / settings.perNotification), 1, false);
-    for (const index of indexes) {
-      await client.query(
-        index.constraint ? `alter table ${index.table} add constraint "${index.constraint}" ${index.constraintDefinition}` : index.definition,
-      );
-    }
-    await client.query('reset session_replication_role');
-    // As after days of traffic: statistics known, pages all-visible.
-    await client.query('vacuum analyze');
-    return { old, recent: { notifications: recent.notifications, deliveries: recent.deliveries } };
   } finally {
     await client.end();
   }
 }
 
 type Phase = 'lead' | 'pause' | 'deleting';
-type Sent = { phase: Phase; ms: number };
-
-/**
- * Open loop: a send is due every 1/rate s whether or not the previous ones have been answered, and
- * its latency counts from when it was due, so a stall shows in full (no coordinated omission). A
- * send belongs to the phase it was due in.
- */
-function startLoad(send: (index: number) => Promise<string | null>, phase: () => Phase) {
-  const interval = 1000 / settings.sendRate;
-  const sent: Sent[] = [];
-  const refused: string[] = [];
-  const inFlight = new Set<Promise<void>>();
-  let stopping = false;
-  const loop = (async () => {
-    let due = performance.now();
-    for (let index = 0; !stopping; index++) {
-      const wait = due - performance.now();
-      if (wait > 0) await sleep(wait);
-      const dueAt = due;
-      const dueIn = phase();
-      due += interval;
-      const request: Promise<void> = send(index)
-        .then((problem) => {
-          if (problem) refused.push(problem);
-          else sent.push({ phase: dueIn, ms: performance.now() - dueAt });
-        })
-        .catch((error: Error) => {
-          refused.push(error.message);
-        })
-        .finally(() => inFlight.delete(request));
-      inFlight.add(request);
-    }
-    await Promise.all(inFlight);
-  })();
-  return {
-    sent,
-    refused,
-    async stop() {
-      stopping = true;
-      await loop;
-    },
-  };
-}
+type Sent = Paced<Phase>;
 
 type Cpu = { bench: number; postgres: Map<number, number>; machine: { busy: number; total: number } };
 /**
@@ -294,12 +199,14 @@ async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> 
   const app = createApp({
     orm: apiOrm,
     enqueueFanout: fanoutEnqueuer(boss),
+    webhooks: createWebhookOutbox(webhookEnqueuer(boss)),
     logger: silent,
     document: loadDocument(),
     bodyLimit: '1mb',
     validateResponses: false,
     sendLimiter: createSendLimiter(limiterPool),
     defaultSendPolicy: { quota: 1_000_000_000, windowSeconds: 60 },
+    tokenCacheMs,
   });
   const server = await new Promise<Server>((resolve, reject) => {
     const listening = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(listening)));
@@ -365,7 +272,7 @@ async function deleteUnderLoad(url: string, workerOrm: Orm, send: Send, runId: s
     addCpu(cpu[name === 'deleting' ? 'deleting' : 'baseline'], before, await cpuNow(monitor), seconds);
     return seconds;
   };
-  const load = startLoad((index) => send(`send-${runId}-${index}`), () => phase);
+  const load = openLoop(settings.sendRate, (index) => send(`send-${runId}-${index}`), () => phase);
 
   const batches: RetentionBatch[] = [];
   const removed: Removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0 };
@@ -499,10 +406,7 @@ async function run(): Promise<number> {
   const database = `herald_bench_retention_${stamp}`;
 
   log(`Herald retention benchmark, ${new Date().toISOString()}`);
-  log(
-    `machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}; ` +
-      `Node ${process.version}; database ${database} on ${new URL(adminUrl).host}`,
-  );
+  log(machineLine(database, adminUrl));
 
   const url = await createBenchDatabase(adminUrl, database);
   const { apiOrm, applicationId, token } = await openApiDatabase(url);

@@ -30,20 +30,21 @@ import pg from 'pg';
 import { createDatabase, seedApplication, userId } from '../test/support/seed.ts';
 import {
   createCleanups,
-  runBenchmark,
   fixed,
   freePort,
   herald,
   heraldEnvironment,
   integer,
   launch,
+  type Launched,
+  loadAverage,
   median,
   root,
+  runBenchmark,
+  type SimulatorsProcess,
   startSimulatorsProcess,
   statusKb,
   waitForHttp,
-  type Launched,
-  type SimulatorsProcess,
 } from './support.ts';
 
 const env = process.env;
@@ -244,7 +245,7 @@ type Setup = {
 
 async function setUp(): Promise<Setup> {
   mkdirSync(runDir, { recursive: true });
-  log(`Herald soak run, ${new Date().toISOString()}: ${fixed(minutes, minutes < 1 ? 2 : 1)} min; ${os.availableParallelism()} CPUs, load average ${os.loadavg().map((load) => load.toFixed(2)).join(' ')}`);
+  log(`Herald soak run, ${new Date().toISOString()}: ${fixed(minutes, minutes < 1 ? 2 : 1)} min; ${os.availableParallelism()} CPUs, load average ${loadAverage()}`);
   log(`logs: ${path.relative(root, runDir)}/${env.SOAK_HERALD_NODE_OPTIONS ? `; Herald's NODE_OPTIONS: ${env.SOAK_HERALD_NODE_OPTIONS}` : ''}`);
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'herald-soak-'));
   cleanups.add('temporary folder', async () => rmSync(tmp, { recursive: true, force: true }));

@@ -1,14 +1,18 @@
-// What the benchmarks (fanout, chaos, soak) share besides their scenarios: child processes, the
-// simulators in their own process and their /__sim control endpoints, cleanup in reverse order,
-// CPU and memory figures from /proc, and small statistics. Databases to run on: test/support/seed.ts.
+// What the benchmarks (fanout, retention, api, chaos, soak) share besides their scenarios: child
+// processes, the simulators in their own process and their /__sim control endpoints, cleanup in
+// reverse order, CPU and memory figures from /proc, small statistics, an open-loop load, and bulk
+// rows of finished notifications. Databases to run on: test/support/seed.ts.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { simulatorKeys, type SimulatorKeys } from '../src/cli/simulate.ts';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -231,6 +235,8 @@ export function heraldEnvironment(options: {
     HERALD_PROVIDER_CA_FILE: options.caFile,
     HERALD_CREDENTIALS_KEY: options.credentialsKey.toString('base64'),
     HERALD_SEND_QUOTA: '1000000',
+    // bin/herald's Node flags, to compare them (set, even empty, it replaces them).
+    ...(process.env.HERALD_NODE_OPTIONS === undefined ? {} : { HERALD_NODE_OPTIONS: process.env.HERALD_NODE_OPTIONS }),
   };
 }
 
@@ -334,6 +340,14 @@ export function cpuSecondsOfAll(name: string): number {
 }
 
 /** Busy and total CPU seconds of the whole machine so far (all cores), from /proc/stat. */
+/** The 1, 5 and 15 minute load averages, as a report prints them. */
+export const loadAverage = (): string => os.loadavg().map((load) => load.toFixed(2)).join(' ');
+
+/** The first line of a benchmark's report: the machine, its load, Node, and the database used. */
+export function machineLine(database: string, adminUrl: string): string {
+  return `machine: ${os.availableParallelism()} CPUs, load average ${loadAverage()}; Node ${process.version}; database ${database} on ${new URL(adminUrl).host}`;
+}
+
 export function machineCpu(): { busy: number; total: number } {
   const [, ...values] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
   const ticks = values.map(Number);
@@ -368,3 +382,204 @@ export function median(values: number[]): number {
 
 export const integer = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : 'n/a');
 export const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
+
+/** What an open loop measured: when each request was due (its phase then) to when it was answered. */
+export type Paced<P extends string> = { phase: P; ms: number };
+
+/**
+ * Open loop: a request is due every 1/rate s whether or not the previous ones have been answered,
+ * and its latency counts from when it was due, so a stall shows in full (no coordinated omission).
+ * A request belongs to the phase it was due in. `send` answers null when it got what it expected,
+ * else what went wrong.
+ */
+export function openLoop<P extends string>(rate: number, send: (index: number) => Promise<string | null>, phase: () => P) {
+  const interval = 1000 / rate;
+  const sent: Paced<P>[] = [];
+  const refused: string[] = [];
+  const inFlight = new Set<Promise<void>>();
+  let stopping = false;
+  const loop = (async () => {
+    let due = performance.now();
+    for (let index = 0; !stopping; index++) {
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      const dueAt = due;
+      const dueIn = phase();
+      due += interval;
+      const request: Promise<void> = send(index)
+        .then((problem) => {
+          if (problem) refused.push(problem);
+          else sent.push({ phase: dueIn, ms: performance.now() - dueAt });
+        })
+        .catch((error: Error) => {
+          refused.push(error.message);
+        })
+        .finally(() => inFlight.delete(request));
+      inFlight.add(request);
+    }
+    await Promise.all(inFlight);
+  })();
+  return {
+    sent,
+    refused,
+    async stop() {
+      stopping = true;
+      await loop;
+    },
+  };
+}
+
+/** SQL for an id ordered by time like Herald's UUIDv7: the first 6 bytes are `at` in milliseconds, the rest random. */
+export const timeOrderedId = (at: string) =>
+  `encode(substring(int8send((extract(epoch from ${at}) * 1000)::bigint) from 3) || substring(uuid_send(gen_random_uuid()) from 7), 'hex')::uuid`;
+
+/**
+ * Runs `fill` (set-based inserts on `client`) far faster than row by row: foreign-key triggers
+ * off while it runs when the role may do that (the rows must be consistent by construction), and
+ * the secondary indexes of `tables` dropped before and built once the rows are in, exactly as the
+ * migrations define them. Then statistics and the visibility map are brought up to date, as after
+ * days of traffic.
+ */
+export async function bulkLoad<T>(client: pg.Client, tables: string[], fill: () => Promise<T>, note: (line: string) => void): Promise<T> {
+  try {
+    await client.query(`set session_replication_role = replica`);
+  } catch {
+    note('note: not allowed to turn foreign-key triggers off while seeding; seeding takes longer');
+  }
+  const { rows: indexes } = await client.query<{ table: string; index: string; definition: string; constraint: string | null; constraintDefinition: string | null }>(
+    `select i.indrelid::regclass::text as table, i.indexrelid::regclass::text as index, pg_get_indexdef(i.indexrelid) as definition,
+            c.conname as constraint, pg_get_constraintdef(c.oid) as "constraintDefinition"
+       from pg_index i left join pg_constraint c on c.conindid = i.indexrelid and c.contype = 'u'
+      where i.indrelid = any($1::regclass[]) and not i.indisprimary`,
+    [tables],
+  );
+  for (const index of indexes) {
+    await client.query(index.constraint ? `alter table ${index.table} drop constraint "${index.constraint}"` : `drop index ${index.index}`);
+  }
+  const filled = await fill();
+  for (const index of indexes) {
+    await client.query(index.constraint ? `alter table ${index.table} add constraint "${index.constraint}" ${index.constraintDefinition}` : index.definition);
+  }
+  await client.query('reset session_replication_role');
+  await client.query('vacuum analyze');
+  return filled;
+}
+
+export type FinishedNotifications = { notifications: number; deliveries: number; events: number; keys: number };
+
+/**
+ * `count` completed notifications of `perNotification` deliveries each (half iOS, half Android,
+ * all accepted, to installations that need not exist, one in ten with a `received` event),
+ * `ageDays` old and a second apart, with their idempotency keys when `withKeys`. Time-ordered ids.
+ */
+export async function seedFinishedNotifications(
+  client: pg.Client,
+  options: { applicationId: string; count: number; perNotification: number; ageDays: number; withKeys: boolean },
+): Promise<FinishedNotifications> {
+  const users = Array.from({ length: Math.ceil(options.perNotification / 2) }, (_, index) => `user-${index + 1}`);
+  const { rows } = await client.query<{ id: string }>(
+    `insert into notifications (id, application_id, status, title, body, data, options, user_ids, created_at, processing_started_at, completed_at)
+     select ${timeOrderedId('at')}, $1, 'completed', 'Order shipped', 'Your order is on its way', '{"order_id": 1234}',
+            '{"ttl": 3600}', $2::text[], at, at, at + interval '2 seconds'
+       from (select now() - make_interval(days => $3) - make_interval(secs => n) as at from generate_series(1, $4) n) s
+     returning id`,
+    [options.applicationId, users, options.ageDays, options.count],
+  );
+  const ids = rows.map((row) => row.id);
+  const { rows: counts } = await client.query<{ deliveries: number; events: number }>(
+    `with d as (
+       insert into deliveries (id, application_id, notification_id, client_installation_id, user_id, platform, state, attempts,
+                               provider_message_id, created_at, last_attempt_at, completed_at)
+       select ${timeOrderedId('n.created_at')}, n.application_id, n.id, 'installation-' || i, 'user-' || ((i + 1) / 2),
+              case when i % 2 = 0 then 'ios' else 'android' end, 'accepted', 1, gen_random_uuid()::text,
+              n.created_at, n.created_at, n.created_at + interval '1 second'
+         from notifications n, generate_series(1, $2) i
+        where n.id = any($1::uuid[])
+       returning id, application_id, client_installation_id, created_at
+     ), e as (
+       insert into delivery_events (id, application_id, event_id, delivery_id, client_installation_id, type, occurred_at, received_at)
+       select ${timeOrderedId('created_at')}, application_id, gen_random_uuid(), id, client_installation_id, 'received',
+              created_at + interval '3 seconds', created_at + interval '4 seconds'
+         from d where right(client_installation_id, 1) = '0'
+       returning 1
+     )
+     select (select count(*) from d)::int as deliveries, (select count(*) from e)::int as events`,
+    [ids, options.perNotification],
+  );
+  let keys = 0;
+  if (options.withKeys) {
+    const inserted = await client.query(
+      `insert into idempotency_keys (id, application_id, key, request_hash, notification_id, created_at)
+       select ${timeOrderedId('created_at')}, application_id, 'order-' || id, 'hash', id, created_at
+         from notifications where id = any($1::uuid[])`,
+      [ids],
+    );
+    keys = inserted.rowCount ?? 0;
+  }
+  return { notifications: ids.length, ...counts[0], keys };
+}
+
+const prefillDevice = { app_version: '1.0.0', os_version: '17.1', model: 'iPhone15,2', locale: 'en-US', timezone: 'Europe/Paris' };
+
+/** `--prefill`, the one argument a benchmark takes: the other application's rows to write first, or null. */
+export function prefillFromArguments(): { installations: number; deliveries: number } | null {
+  const { values } = parseArgs({ options: { prefill: { type: 'boolean', default: false } } });
+  if (!values.prefill) return null;
+  return {
+    installations: positiveIntegerFromEnv('BENCH_PREFILL_INSTALLATIONS', 1_000_000),
+    deliveries: positiveIntegerFromEnv('BENCH_PREFILL_DELIVERIES', 2_000_000),
+  };
+}
+
+export type Prefilled = { installations: number; old: FinishedNotifications; seconds: number; size: string };
+
+/**
+ * Another application's data, as a busy installation of Herald holds it: its installations, and
+ * its finished notifications 20 days old (inside the default 30-day retention, so nothing deletes
+ * them meanwhile) with 1,000 deliveries each, one in ten with an event.
+ */
+export async function prefillOther(
+  url: string,
+  counts: { installations: number; deliveries: number },
+  log: (line: string) => void,
+): Promise<Prefilled> {
+  const started = performance.now();
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const {
+      rows: [application],
+    } = await client.query<{ id: string }>(`insert into applications (id, name, created_at) values (${timeOrderedId('now()')}, 'Prefill', now()) returning id`);
+    const filled = await bulkLoad(
+      client,
+      ['installations', 'deliveries', 'delivery_events'],
+      async () => {
+        const inserted = await client.query(
+          `insert into installations
+             (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
+              registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
+           select ${timeOrderedId('s.at')}, $1, 'installation-' || s.n, case when s.n % 2 = 0 then 'ios' else 'android' end,
+                  md5(s.n::text) || md5((-s.n)::text), 'active', 'authorized', 'user-' || ((s.n + 1) / 2), $2::jsonb, s.at, s.at, s.at, s.at
+             from (select n, now() - make_interval(days => 20) + make_interval(secs => n) as at from generate_series(1, $3) n) s`,
+          [application.id, JSON.stringify(prefillDevice), counts.installations],
+        );
+        const perNotification = 1000;
+        const old = await seedFinishedNotifications(client, {
+          applicationId: application.id,
+          count: Math.ceil(counts.deliveries / perNotification),
+          perNotification,
+          ageDays: 20,
+          withKeys: false,
+        });
+        return { installations: inserted.rowCount ?? 0, old };
+      },
+      log,
+    );
+    const {
+      rows: [{ size }],
+    } = await client.query<{ size: string }>('select pg_size_pretty(pg_database_size(current_database())) as size');
+    return { ...filled, seconds: (performance.now() - started) / 1000, size };
+  } finally {
+    await client.end();
+  }
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Contract fuzzing: a live Herald (`herald serve`) on a fresh database, a fuzzing application and an
-# all-abilities token made with the CLI, then schemathesis against the served /openapi.json with
+# Contract fuzzing: a live Herald (`herald serve`) on a fresh database, a fuzzing application, an
+# all-abilities token and a webhook endpoint made with the CLI, then schemathesis against the served /openapi.json with
 # schemathesis.toml (all phases, all checks, fixed seed). The server and the database are stopped
 # and removed at the end, whatever happens.
 #
@@ -110,6 +110,22 @@ app_id=$(./bin/herald apps create --name fuzzing | sed -n 's/^Created applicatio
 token=$(./bin/herald tokens create --app "$app_id" --name schemathesis --abilities '*' | tail -n 1)
 case "$token" in hrld_*) ;; *) echo "fuzz: could not create the fuzzing token" >&2; exit 1 ;; esac
 export HERALD_FUZZ_TOKEN="$token" # read by schemathesis.toml ([auth.openapi.bearerAuth])
+# A webhook endpoint taking every event, so that listWebhooks lists one and its link leads to a
+# delivery log. Its signing secret is sealed with a credentials key (`herald serve` needs none).
+export HERALD_CREDENTIALS_KEY=${HERALD_CREDENTIALS_KEY:-$("$node" -e 'process.stdout.write(require("node:crypto").randomBytes(32).toString("base64"))')}
+webhook_id=$(./bin/herald webhooks add --app "$app_id" --url https://hooks.example.com/herald \
+  --events notification.completed,delivery.failed,installation.invalidated,event.reported | sed -n 's/^Created webhook endpoint \([^ ]*\) .*/\1/p')
+[ -n "$webhook_id" ] || { echo "fuzz: could not add the fuzzing webhook endpoint" >&2; exit 1; }
+
+# Two installations of the document's example user (user-4821, the example of listInstallations'
+# user_id), so that listing a user's installations answers with something from the first example on.
+for installation in ios/fuzz-iphone android/fuzz-pixel; do
+  platform=${installation%/*} id=${installation#*/}
+  curl -fsS -o /dev/null -X PUT "$base/api/v1/installations/$id" -H "Authorization: Bearer $token" \
+    -H 'Content-Type: application/json' \
+    -d "{\"platform\":\"$platform\",\"provider\":{\"identifier\":\"$id-token\"},\"user_id\":\"user-4821\",\"permission\":\"authorized\"}" \
+    || { echo "fuzz: could not register the example user's installations" >&2; exit 1; }
+done
 
 started=$(date +%s)
 # In the background, so that a signal to this script is handled at once (wait is interruptible).

@@ -2,7 +2,8 @@
 // 403, what gets through, and how tokens are kept.
 import request from 'supertest';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { revokeToken } from '../src/domain/applications.ts';
+import { revokeToken, tokenCacheMs } from '../src/domain/applications.ts';
+import { setSendPolicy } from '../src/domain/rate-limits.ts';
 import { ApiToken } from '../src/db/entities.ts';
 import { abilities, clientAbilities, parseToken } from '../src/domain/tokens.ts';
 import { insertDelivery } from './support/deliveries.ts';
@@ -18,7 +19,8 @@ beforeAll(async () => {
 afterAll(() => harness.close());
 
 type Method = 'put' | 'patch' | 'get' | 'delete' | 'post';
-type Operation = { name: string; method: Method; path: string; ability: string; body?: object };
+/** `ability` null: any valid token may call it. */
+type Operation = { name: string; method: Method; path: string; ability: string | null; body?: object };
 
 const installationPath = '/api/v1/installations/auth-phone';
 const operations: Operation[] = [
@@ -37,6 +39,7 @@ const operations: Operation[] = [
     body: { user_id: 'auth-user' },
   },
   { name: 'getInstallation', method: 'get', path: installationPath, ability: 'installations:read' },
+  { name: 'listInstallations', method: 'get', path: '/api/v1/installations?user_id=auth-user', ability: 'installations:list' },
   { name: 'deleteInstallation', method: 'delete', path: installationPath, ability: 'installations:write' },
   {
     name: 'sendNotification',
@@ -53,9 +56,28 @@ const operations: Operation[] = [
     ability: 'notifications:read',
   },
   {
+    name: 'cancelNotification',
+    method: 'post',
+    path: '/api/v1/notifications/0192f6c1-0000-7000-8000-000000000000/cancel',
+    ability: 'notifications:send',
+  },
+  {
     name: 'listDeliveries',
     method: 'get',
     path: '/api/v1/notifications/0192f6c1-0000-7000-8000-000000000000/deliveries',
+    ability: 'notifications:read',
+  },
+  { name: 'listWebhooks', method: 'get', path: '/api/v1/webhooks', ability: 'notifications:read' },
+  {
+    name: 'listWebhookDeliveries',
+    method: 'get',
+    path: '/api/v1/webhooks/0192f6c1-0000-7000-8000-000000000000/deliveries',
+    ability: 'notifications:read',
+  },
+  {
+    name: 'getNotificationBreakdown',
+    method: 'get',
+    path: '/api/v1/notifications/0192f6c1-0000-7000-8000-000000000000/breakdown',
     ability: 'notifications:read',
   },
   {
@@ -71,7 +93,11 @@ const operations: Operation[] = [
       occurred_at: new Date().toISOString(),
     },
   },
+  { name: 'getApp', method: 'get', path: '/api/v1/app', ability: null },
 ];
+
+/** Exactly the operation's ability, or for one that needs none, a token with a single unrelated one. */
+const exactly = (operation: Operation) => [operation.ability ?? 'events:write'];
 
 function call(operation: Operation, authorization?: string) {
   let req = request(harness.app)[operation.method](operation.path);
@@ -101,7 +127,7 @@ test('the table covers every operation of the document that requires a token', a
   expect(documented.sort()).toEqual(operations.map((op) => op.name).sort());
 });
 
-describe.each(operations)('$name ($method $path) requires $ability', (operation) => {
+describe.each(operations)('$name ($method $path) requires a token with $ability', (operation) => {
   test('no Authorization header is 401 Unauthenticated.', async () => {
     const res = await call(operation);
     expect(res.status).toBe(401);
@@ -148,7 +174,7 @@ describe.each(operations)('$name ($method $path) requires $ability', (operation)
   });
 
   test('a revoked token is 401 on the very next request', async () => {
-    const token = await application.token([operation.ability]);
+    const token = await application.token(exactly(operation));
     const before = await call(operation, `Bearer ${token}`);
     expect([401, 403]).not.toContain(before.status);
     expect(await revokeToken(harness.orm.em.fork(), await tokenId(token))).toBe(true);
@@ -157,15 +183,23 @@ describe.each(operations)('$name ($method $path) requires $ability', (operation)
     expect(after.body).toEqual(unauthenticated);
   });
 
-  test('a token with every ability but this one is 403 This action is unauthorized.', async () => {
-    const token = await application.token(abilities.filter((ability) => ability !== operation.ability));
-    const res = await call(operation, `Bearer ${token}`);
-    expect(res.status).toBe(403);
-    expect(res.body).toEqual(forbidden);
-  });
+  if (operation.ability !== null) {
+    const ability = operation.ability;
+    test('a token with every ability but this one is 403 This action is unauthorized.', async () => {
+      const token = await application.token(abilities.filter((held) => held !== ability));
+      const res = await call(operation, `Bearer ${token}`);
+      expect(res.status).toBe(403);
+      expect(res.body).toEqual(forbidden);
+    });
+  } else {
+    test.each(abilities)('a token with only %s gets through', async (held) => {
+      const res = await call(operation, `Bearer ${await application.token([held])}`);
+      expect(res.status).toBe(200);
+    });
+  }
 
   test('a token with exactly this ability gets through', async () => {
-    const token = await application.token([operation.ability]);
+    const token = await application.token(exactly(operation));
     const res = await call(operation, `Bearer ${token}`);
     expect([401, 403]).not.toContain(res.status);
     expect(res.status).toBeLessThan(500);
@@ -185,7 +219,7 @@ test('the bearer scheme name is case-insensitive', async () => {
   expect([401, 403]).not.toContain(res.status);
 });
 
-test('a client token can register, read and report but cannot send or read notifications', async () => {
+test("a client token can register, read and report but cannot send, read notifications or list a user's installations", async () => {
   const token = await application.token([...clientAbilities]);
   const send = operations.find((op) => op.name === 'sendNotification')!;
   const res = await call(send, `Bearer ${token}`);
@@ -193,6 +227,9 @@ test('a client token can register, read and report but cannot send or read notif
   expect(res.body).toEqual(forbidden);
   const list = await call(operations.find((op) => op.name === 'listNotifications')!, `Bearer ${token}`);
   expect(list.status).toBe(403);
+  // With it, anyone who took the token out of the app could find other users' installation ids.
+  const installations = await call(operations.find((op) => op.name === 'listInstallations')!, `Bearer ${token}`);
+  expect(installations.status).toBe(403);
   const put = await call(operations.find((op) => op.name === 'registerInstallation')!, `Bearer ${token}`);
   expect([200, 201]).toContain(put.status);
 });
@@ -321,6 +358,21 @@ describe("a token of another application, with every ability, never reaches this
     expect(mine.body.data.statistics.opened).toBe(0);
   });
 
+  test("a user's installations: the intruder's list of the owner's user is empty", async () => {
+    const theirs = await request(harness.app).get('/api/v1/installations?user_id=owner-user').set(as(intruder)).expect(200);
+    expect(theirs.body.data).toEqual([]);
+    const mine = await request(harness.app).get('/api/v1/installations?user_id=owner-user').set(as(owner.token)).expect(200);
+    expect(mine.body.data.map((i: { id: string }) => i.id)).toEqual([owner.installationRowId]);
+  });
+
+  test('the application: each token reads its own', async () => {
+    const theirs = await request(harness.app).get('/api/v1/app').set(as(intruder)).expect(200);
+    const mine = await request(harness.app).get('/api/v1/app').set(as(owner.token)).expect(200);
+    expect(theirs.body.data.name).toBe('intruder');
+    expect(mine.body.data.name).toBe('owner');
+    expect(theirs.body.data.id).not.toBe(mine.body.data.id);
+  });
+
   test('sending: the intruder’s notification is its own, invisible to the owner', async () => {
     const sent = await request(harness.app)
       .post('/api/v1/notifications')
@@ -351,4 +403,57 @@ test('error answers never carry SQL or a stack, even when the database refuses t
     .send({ recipients: { user_ids: ['x\u0000'] }, notification: { title: 't' } });
   expect(res.status).toBe(422);
   expect(JSON.stringify(res.body)).not.toMatch(/select|insert|update|violates|syntax|\bat .*\.ts:\d+/i);
+});
+
+describe('the token cache of an API process (as served)', () => {
+  let cached: Harness;
+  beforeAll(async () => {
+    cached = await startHarness({ tokenCacheMs });
+  });
+  afterAll(() => cached.close());
+
+  const read = (token: string) =>
+    request(cached.app).get('/api/v1/notifications').set('Authorization', `Bearer ${token}`);
+
+  test(`a revoked token stops working within ${tokenCacheMs} ms, and a wrong secret is never served from the cache`, async () => {
+    const app = await cached.newApplication('cache');
+    const token = await app.token(['notifications:read']);
+    expect((await read(token)).status).toBe(200);
+    const parts = parseToken(token)!;
+    expect((await read(`hrld_${parts.publicId}_${hex(32)}`)).status).toBe(401);
+
+    const revokedAt = Date.now();
+    await revokeToken(cached.orm.em.fork(), await tokenId(token));
+    // The process still trusts what it read: the revocation is not seen at once...
+    expect((await read(token)).status).toBe(200);
+    // ...but within the cache's lifetime.
+    let status = 200;
+    while (status === 200 && Date.now() - revokedAt < tokenCacheMs + 2_000) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      status = (await read(token)).status;
+    }
+    expect(status).toBe(401);
+    expect(Date.now() - revokedAt).toBeLessThan(tokenCacheMs + 1_000);
+  }, 20_000);
+
+  test('a new send policy applies within the same bound: it is read with the token', async () => {
+    const app = await cached.newApplication('cache-policy');
+    const token = await app.token(['notifications:send']);
+    const send = () =>
+      request(cached.app)
+        .post('/api/v1/notifications')
+        .set('Authorization', `Bearer ${token}`)
+        .send({ recipients: { user_ids: ['nobody'] }, notification: { title: 'Hi' } });
+    expect((await send()).headers['ratelimit-policy']).toBe('"send";q=100000;w=60');
+    const setAt = Date.now();
+    await setSendPolicy(cached.orm.em.fork(), app.id, { quota: 7, windowSeconds: 30 });
+    let policy: string | undefined;
+    while (Date.now() - setAt < tokenCacheMs + 2_000) {
+      policy = (await send()).headers['ratelimit-policy'];
+      if (policy !== '"send";q=100000;w=60') break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(policy).toBe('"send";q=7;w=30');
+    expect(Date.now() - setAt).toBeLessThan(tokenCacheMs + 1_000);
+  }, 20_000);
 });

@@ -79,7 +79,75 @@ test('an empty HERALD_CREDENTIALS_KEY stops every command at start, with the for
 
 test('--help lists the commands', async () => {
   const help = await herald('--help');
-  for (const command of ['start', 'serve', 'work', 'migrate', 'apps', 'tokens']) expect(help).toContain(command);
+  for (const command of ['start', 'serve', 'work', 'migrate', 'apps', 'tokens', 'webhooks']) expect(help).toContain(command);
+});
+
+test('an operator adds a webhook endpoint (its secret shown once), lists it, rotates its secret, reads its log and removes it', async () => {
+  const { randomBytes } = await import('node:crypto');
+  const { openWebhookSecret } = await import('../src/domain/credentials.ts');
+  const key = randomBytes(32);
+  const env = { HERALD_CREDENTIALS_KEY: key.toString('base64') };
+  const appId = /Created application (\S+)/.exec(await herald('apps', 'create', '--name', 'hooks'))![1];
+
+  const added = await heraldWith(env, 'webhooks', 'add', '--app', appId, '--url', 'https://hooks.example.com/herald', '--events', 'notification.completed,delivery.failed');
+  const endpointId = /^Created webhook endpoint (\S+) \(https:\/\/hooks\.example\.com\/herald: notification\.completed delivery\.failed\)$/m.exec(added)?.[1];
+  expect(endpointId).toBeDefined();
+  const secret = added.trim().split('\n').pop()!;
+  expect(secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+  // Stored sealed with the credentials key, bound to its endpoint.
+  const stored = async () =>
+    (await harness.orm.em.fork().execute<{ secret: string; previous_secret: string | null }[]>('select secret, previous_secret from webhook_endpoints where id = ?', [endpointId]))[0];
+  expect((await stored()).secret).not.toContain(secret);
+  expect(openWebhookSecret((await stored()).secret, key, endpointId!)).toBe(secret);
+
+  const listed = await herald('webhooks', 'list', '--app', appId);
+  expect(listed.trim()).toBe(`${endpointId}  app ${appId}  enabled  https://hooks.example.com/herald  [notification.completed delivery.failed]  no attempt yet`);
+  expect(listed).not.toContain('whsec_');
+  const reader = await createToken(harness.orm.em.fork(), { applicationId: appId, name: 'reader', abilities: ['notifications:read'] });
+  const read = await request(harness.app).get('/api/v1/webhooks').set('Authorization', `Bearer ${reader.plaintext}`);
+  expect(read.body.data).toEqual([expect.objectContaining({ id: endpointId, url: 'https://hooks.example.com/herald', status: 'enabled', last_attempt: null })]);
+
+  const rotated = await heraldWith(env, 'webhooks', 'rotate-secret', endpointId!);
+  const lines = rotated.trim().split('\n');
+  expect(lines[0]).toBe(`New signing secret of webhook endpoint ${endpointId}, shown this once:`);
+  expect(lines[1]).toMatch(/^whsec_/);
+  expect(lines[1]).not.toBe(secret);
+  expect(lines[2]).toMatch(/^Requests also carry a signature made with the previous secret until \S+Z\.$/);
+  expect(openWebhookSecret((await stored()).previous_secret!, key, endpointId!)).toBe(secret);
+  expect(await herald('webhooks', 'list')).toMatch(new RegExp(`${endpointId}.*previous secret signs until \\S+Z`));
+  expect((await heraldWith(env, 'webhooks', 'rotate-secret', endpointId!, '--keep-previous', '0')).trim().split('\n')[2]).toBe(
+    'The previous secret no longer signs anything.',
+  );
+  expect((await stored()).previous_secret).toBeNull();
+
+  expect((await herald('webhooks', 'deliveries', endpointId!)).trim()).toBe('No deliveries.');
+  expect(await herald('webhooks', 'enable', endpointId!)).toBe(`Enabled webhook endpoint ${endpointId}.\n`);
+  expect(await herald('webhooks', 'remove', endpointId!)).toBe(`Removed webhook endpoint ${endpointId}.\n`);
+  expect((await herald('webhooks', 'list', '--app', appId)).trim()).toBe('No webhook endpoints.');
+  await expect(herald('webhooks', 'remove', endpointId!)).rejects.toMatchObject({ code: 1, stderr: `herald: No webhook endpoint ${endpointId}.\n` });
+});
+
+test('webhooks add refuses what it could never deliver to, and needs the credentials key', async () => {
+  const { randomBytes } = await import('node:crypto');
+  const env = { HERALD_CREDENTIALS_KEY: randomBytes(32).toString('base64') };
+  const appId = /Created application (\S+)/.exec(await herald('apps', 'create', '--name', 'refused hooks'))![1];
+  const add = (url: string, events = 'delivery.failed', extra: Record<string, string> = {}) =>
+    heraldWith({ ...env, ...extra }, 'webhooks', 'add', '--app', appId, '--url', url, '--events', events);
+  await expect(add('https://127.0.0.1/hook')).rejects.toMatchObject({
+    code: 1,
+    stderr: "herald: The URL's address 127.0.0.1 is loopback: webhooks go only to public addresses (unless HERALD_WEBHOOK_ALLOW_PRIVATE=true).\n",
+  });
+  await expect(add('http://hooks.example.com/hook')).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('must use https') });
+  await expect(add('https://hooks.example.com/hook', 'delivery.failed,delivery.sent')).rejects.toMatchObject({
+    code: 1,
+    stderr: expect.stringContaining('expected some of: notification.completed, delivery.failed, installation.invalidated, event.reported'),
+  });
+  await expect(heraldWith({}, 'webhooks', 'add', '--app', appId, '--url', 'https://hooks.example.com/h', '--events', 'delivery.failed')).rejects.toMatchObject({
+    code: 1,
+    stderr: 'herald: HERALD_CREDENTIALS_KEY is not set: it encrypts webhook signing secrets at rest.\n',
+  });
+  // A receiver on this machine, for development.
+  expect(await add('http://127.0.0.1:8080/hook', 'delivery.failed', { HERALD_WEBHOOK_ALLOW_PRIVATE: 'true' })).toMatch(/^Created webhook endpoint /);
 });
 
 test('credentials are set from files and shown without their secrets; a send limit is set per application', async () => {
@@ -125,7 +193,8 @@ test('rotate-key re-encrypts every credential under the new key, or changes noth
   const pg = (await import('pg')).default;
   const { migrate, openOrm } = await import('../src/db/orm.ts');
   const { createApplication } = await import('../src/domain/applications.ts');
-  const { openCredential, setApnsCredentials, setFcmCredentials } = await import('../src/domain/credentials.ts');
+  const { openCredential, openWebhookSecret, setApnsCredentials, setFcmCredentials } = await import('../src/domain/credentials.ts');
+  const { addWebhookEndpoint } = await import('../src/domain/webhooks.ts');
   const { ProviderCredential } = await import('../src/db/entities.ts');
   const { ecKeyPair, rsaKeyPair } = await import('./support/simulators.ts');
 
@@ -159,6 +228,14 @@ test('rotate-key re-encrypts every credential under the new key, or changes noth
     const fcm = { serviceAccount: { project_id: 'p', client_email: 'e@p.iam.gserviceaccount.com', private_key: rsaKeyPair().privateKey } };
     await setApnsCredentials(orm.em.fork(), application.id, apns, keyA);
     await setFcmCredentials(orm.em.fork(), application.id, fcm, keyA);
+    const { endpoint, secret: signingSecret } = await addWebhookEndpoint(
+      orm.em.fork(),
+      { applicationId: application.id, url: 'https://hooks.example.com/rotated', events: ['delivery.failed'] },
+      keyA,
+      { allowPrivate: false },
+    );
+    const webhookSecret = async (key: Buffer) =>
+      openWebhookSecret((await orm.em.fork().execute<{ secret: string }[]>('select secret from webhook_endpoints where id = ?', [endpoint.id]))[0].secret, key, endpoint.id);
     // Stored under another key: while it is there, no rotation happens at all.
     const stray = await createApplication(orm.em.fork(), 'stray');
     await setApnsCredentials(orm.em.fork(), stray.id, apns, keyC);
@@ -185,6 +262,9 @@ test('rotate-key re-encrypts every credential under the new key, or changes noth
     await orm.em.fork().nativeDelete(ProviderCredential, { applicationId: stray.id });
     const rotated = await rotate(keyA, '--new-key-file', path.join(dir, 'b.key'));
     expect(rotated).toContain('Re-encrypted 2 stored credential(s) with the new key.');
+    expect(rotated).toContain('Re-encrypted 1 webhook signing secret(s) with the new key.');
+    expect(await webhookSecret(keyB)).toBe(signingSecret);
+    await expect(webhookSecret(keyA)).rejects.toThrow(/is not the key they were sealed with, or they were sealed for another endpoint/);
     expect(rotated).toContain('set HERALD_CREDENTIALS_KEY to the new key');
     expect(rotated).toContain('restart the workers');
     expect(await opened(keyB)).toEqual([apns, fcm]);

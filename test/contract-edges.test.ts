@@ -97,13 +97,16 @@ describe('no input is a 500', () => {
     ['get', '/api/v1/notifications'],
     ['get', '/api/v1/notifications/01960000-0000-7000-8000-000000000000'],
     ['get', '/api/v1/notifications/01960000-0000-7000-8000-000000000000/deliveries'],
+    ['get', '/api/v1/notifications/01960000-0000-7000-8000-000000000000/breakdown'],
     ['get', '/api/v1/installations/phone-1'],
     ['delete', '/api/v1/installations/phone-1'],
+    ['get', '/api/v1/installations?user_id=u-1'],
+    ['get', '/api/v1/app'],
   ];
 
   test.each(hostileNames)('a query parameter named %s is a 422 in the error body on every route', async (name) => {
     for (const [method, path] of routes) {
-      const res = await request(harness.app)[method as 'get'](`${path}?${name}=1`).set('Authorization', bearer(all));
+      const res = await request(harness.app)[method as 'get'](`${path}${path.includes('?') ? '&' : '?'}${name}=1`).set('Authorization', bearer(all));
       expect({ path, status: res.status }).toEqual({ path, status: 422 });
       expect(res.headers['content-type']).toMatch(/^application\/json/);
       expect(res.body.errors[name]).toEqual([`The ${name} parameter is not allowed.`]);
@@ -198,7 +201,7 @@ describe('no input is a 500', () => {
 });
 
 describe('HEAD and canonical paths', () => {
-  test.each(['/healthz', '/openapi.json', '/api/v1/notifications', '/api/v1/installations/head-1'])(
+  test.each(['/healthz', '/openapi.json', '/api/v1/notifications', '/api/v1/installations/head-1', '/api/v1/installations?user_id=u-1', '/api/v1/app'])(
     'HEAD %s answers like GET, without a body',
     async (path) => {
       const get = await request(harness.app).get(path).set('Authorization', bearer(all));
@@ -213,7 +216,7 @@ describe('HEAD and canonical paths', () => {
     expect((await request(harness.app).head('/api/v1/notifications')).status).toBe(401);
   });
 
-  test.each(['/healthz/', '/HEALTHZ', '/api/v1/notifications/', '/API/v1/notifications', '/api/v1/Notifications', '/api/v1/installations/x/'])(
+  test.each(['/healthz/', '/HEALTHZ', '/api/v1/notifications/', '/API/v1/notifications', '/api/v1/Notifications', '/api/v1/installations/x/', '/api/v1/installations/', '/api/v1/app/', '/api/v1/App'])(
     '%s is not a canonical path: 404 like any unknown path',
     async (path) => {
       const res = await request(harness.app).get(path).set('Authorization', bearer(all));

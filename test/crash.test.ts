@@ -1,9 +1,7 @@
 // Worker processes killed mid-fanout: nothing lost, nothing doubled, nothing left pending.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
 import { deliveryCounts } from '../src/db/sql.ts';
+import { recountedStatistics } from './support/deliveries.ts';
 import { oneAtATime } from './support/one-at-a-time.ts';
 import { startHerald, type HeraldProcess } from './support/processes.ts';
 
@@ -15,14 +13,8 @@ let release: () => Promise<void>;
 beforeAll(async () => {
   release = await oneAtATime();
   pipeline = await startPipeline({ workers: false });
-  const caFile = path.join(mkdtempSync(path.join(tmpdir(), 'herald-ca-')), 'ca.pem');
-  writeFileSync(caFile, pipeline.endpoints.ca!);
   workerEnv = {
-    HERALD_QUEUE_SCHEMA: pipeline.queueSchema,
-    HERALD_CREDENTIALS_KEY: pipeline.credentialsKey.toString('base64'),
-    HERALD_APNS_ENDPOINT: pipeline.endpoints.apns!,
-    HERALD_FCM_ENDPOINT: pipeline.endpoints.fcm!,
-    HERALD_PROVIDER_CA_FILE: caFile,
+    ...pipeline.workerEnvironment(),
     HERALD_DELIVER_BATCH_SIZE: '25',
     // Outcomes recorded every 5 pushes: a kill re-sends at most 5 per batch in flight.
     HERALD_DELIVER_CHUNK_SIZE: '5',
@@ -93,6 +85,8 @@ test('a worker killed with SIGKILL mid-delivery: another picks its jobs up, ever
   expect(notification.status).toBe('completed');
   expect(notification.statistics).toMatchObject({ users: 150, installations: 300, accepted: 300, failed: 0 });
   expect(await counts(id)).toEqual({ total: 300, pending: 0, accepted: 300 });
+  // The counters moved with the rows through the kill and the re-sent chunks: a recount agrees.
+  expect(notification.statistics).toEqual(await recountedStatistics(pipeline.harness.orm, id));
   // Every device got its push; only the chunk in flight of each batch running at the kill (2 × 5)
   // may have been sent twice.
   const pushes = pushesTo('kill');

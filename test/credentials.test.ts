@@ -155,7 +155,7 @@ test('a worker does not start when credentials are stored and HERALD_CREDENTIALS
     randomBytes(32),
   );
   await expect(startHerald(['work'], {}, (line) => line.includes('workers started'))).rejects.toThrow(
-    /provider credential\(s\) are stored but HERALD_CREDENTIALS_KEY is not set/,
+    /provider credential\(s\)( and \d+ webhook signing secret\(s\))? are stored but HERALD_CREDENTIALS_KEY is not set/,
   );
 });
 

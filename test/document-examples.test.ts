@@ -49,6 +49,15 @@ test.each([
     ['/api/v1/notifications', 'post', '422', 'empty'],
   ],
   [
+    'send: a localization keyed by a locale that is not a BCP 47 tag',
+    () =>
+      call('post', '/api/v1/notifications', {
+        recipients: { user_ids: ['u'] },
+        notification: { title: 'Your order has shipped', localizations: { fr_FR: { title: 'Votre commande est partie' } } },
+      }),
+    ['/api/v1/notifications', 'post', '422', 'bad-tag'],
+  ],
+  [
     'send: Idempotency-Key reused with another body',
     async () => {
       const post = (title: string) =>
@@ -64,6 +73,16 @@ test.each([
     'deliveries: cursor',
     () => call('get', '/api/v1/notifications/01960000-0000-7000-8000-000000000000/deliveries?cursor=0'),
     ['/api/v1/notifications/{notificationId}/deliveries', 'get', '422'],
+  ],
+  [
+    'webhook deliveries: cursor',
+    () => call('get', '/api/v1/webhooks/01960000-0000-7000-8000-000000000000/deliveries?cursor=0'),
+    ['/api/v1/webhooks/{webhookId}/deliveries', 'get', '422'],
+  ],
+  [
+    "a user's installations: user_id missing",
+    () => call('get', '/api/v1/installations'),
+    ['/api/v1/installations', 'get', '422'],
   ],
   [
     'installation: invalid fields',

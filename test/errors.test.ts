@@ -103,7 +103,7 @@ describe('malformed and unacceptable bodies', () => {
 });
 
 describe('routes and methods', () => {
-  test.each(['/nope', '/api/v1/nope', '/api/v2/notifications', '/api/v1/installations'])(
+  test.each(['/nope', '/api/v1/nope', '/api/v2/notifications', '/api/v1/installation', '/api/v1/apps'])(
     'an unknown route (%s) is 404 Not Found',
     async (path) => {
       const res = await request(harness.app).get(path).set('Authorization', auth());
@@ -118,6 +118,12 @@ describe('routes and methods', () => {
     expect(res.body).toEqual({ message: 'Method Not Allowed' });
     const allowed = res.headers.allow.split(/,\s*/).map((method: string) => method.toUpperCase()).sort();
     expect(allowed).toEqual(['GET', 'HEAD', 'POST']);
+  });
+
+  test('405 on the installations list (a user\'s installations) allows only GET', async () => {
+    const res = await request(harness.app).post('/api/v1/installations').set('Authorization', auth()).send({});
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe('GET, HEAD');
   });
 
   test('405 on an installation lists the four installation methods', async () => {
@@ -252,7 +258,7 @@ describe('system endpoints', () => {
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
     expect(res.body.openapi).toBe('3.1.0');
-    expect(res.body.info.version).toBe('1.0.0');
+    expect(res.body.info.version).toBe('1.1.0');
     expect(res.body).toEqual(loadDocument());
   });
 });
@@ -274,9 +280,9 @@ test('logs never contain the Authorization header or a device identifier', async
       (await request(app).put('/api/v1/installations/log-phone').set('Authorization', `Bearer ${bearer}`).set('Content-Type', 'application/json').send(`{"provider":{"identifier":"${identifier}"`)).status,
     ];
     expect(statuses).toEqual([201, 200, 422, 200, 401, 400]);
-    // The logger did write the requests; what it wrote holds neither secret.
-    expect(captured).toContain('/api/v1/installations/log-phone');
-    expect(captured).toContain('[redacted]');
+    // The logger did write the requests (by route, without headers); what it wrote holds neither secret.
+    expect(captured).toContain('"route":"/api/v1/installations/{installationId}"');
+    expect(captured).not.toMatch(/authorization/i);
     expect(captured).not.toContain(bearer);
     expect(captured).not.toContain(bearer.split('_')[2]);
     expect(captured).not.toContain(identifier);

@@ -247,13 +247,32 @@ describe('provider errors', () => {
     expect(attempts[1].at - firstAttempt).toBeGreaterThanOrEqual(1000);
   });
 
+  test('an installation deleted while its push waits for a retry is skipped as installation_deleted on the retry', async () => {
+    pipeline.apns.setRules([{ prefix: 'gone-', reason: 'ServiceUnavailable', retryAfter: 1 }]);
+    const app = await pipeline.newApplication();
+    await app.register('gone-phone', ios('gone-1', 'gil'));
+    const id = await app.send({ recipients: { user_ids: ['gil'] }, notification: { title: 'Hi' } });
+    const deadline = Date.now() + 10_000;
+    while (apnsTo('gone-1').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await request(pipeline.harness.app).delete('/api/v1/installations/gone-phone').set('Authorization', `Bearer ${app.client}`).expect(204);
+    pipeline.apns.setRules([]);
+
+    const notification = await app.settled(id);
+    expect(notification.status).toBe('completed');
+    expect(notification.statistics).toMatchObject({ installations: 1, accepted: 0, failed: 0, skipped: 1 });
+    const [delivery] = await app.deliveries(id);
+    expect([delivery.installation_id, delivery.state, delivery.reason]).toEqual(['gone-phone', 'skipped', 'installation_deleted']);
+    expect(apnsTo('gone-1').map((push) => push.status)).toEqual([503]);
+  });
+
   test('retries follow the time to live, not an attempt count: a push on its 50th attempt is still made', async () => {
     pipeline.fcm.setRules([{ prefix: 'patient-', reason: 'UNAVAILABLE', retryAfter: 1 }]);
     const app = await pipeline.newApplication();
     await app.register('patient', android('patient-1', 'pat'));
     const id = await app.send({ recipients: { user_ids: ['pat'] }, notification: { title: 'Hi' } });
     const deadline = Date.now() + 10_000;
-    while (fcmTo('patient-1').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    // The first attempt is counted with its outcome, once its retry is scheduled.
+    while ((await app.deliveries(id))[0]?.attempts !== 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     // As if a long outage had already taken 49 attempts: with no ttl, the 24 h horizon still holds.
     await pipeline.harness.orm.em.fork().execute(`update deliveries set attempts = 49 where notification_id = ? and state = 'pending'`, [id]);
     pipeline.fcm.setRules([]);
@@ -380,7 +399,7 @@ describe('pushes cut to fit the providers', () => {
     expect(settled.status).toBe('completed');
     expect(settled.statistics).toMatchObject({ accepted: 2, skipped: 1, failed: 0 });
     // The notification itself is kept whole.
-    expect(settled.notification).toEqual(notification);
+    expect(settled.notification).toEqual({ ...notification, localizations: {} });
 
     const cut = await truncations(app, id);
     expect(cut['cut-denied']).toBeNull();

@@ -46,8 +46,8 @@ test('after an outage, the jobs a worker no longer runs are retried at once, lea
   const leasedRunning = await claimedDeliverJob();
   const neverLeased = await claimedDeliverJob();
   const retriedAndRunning = await claimedDeliverJob();
-  await leases.take(leasedGone, queues.deliver);
-  await leases.take(leasedRunning, queues.deliver);
+  await leases.take([leasedGone], queues.deliver);
+  await leases.take([leasedRunning], queues.deliver);
 
   await leases.handBackOrphans(
     new Set([leasedRunning, retriedAndRunning]),

@@ -7,7 +7,9 @@ import {
   fanoutJob,
   insertDelivery,
   writingTransaction,
+  zeroStatistics,
 } from './support/deliveries.ts';
+import { completeNotification } from '../src/db/sql.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 
 let harness: Harness;
@@ -52,17 +54,6 @@ const deepLink = (length: number) => {
   return prefix + '1'.repeat(length - prefix.length);
 };
 
-const zeroStatistics = {
-  users: 0,
-  installations: 0,
-  accepted: 0,
-  received: 0,
-  displayed: 0,
-  opened: 0,
-  failed: 0,
-  skipped: 0,
-};
-
 describe('sending', () => {
   test('a send is accepted with 202, queued, zero statistics and the given content echoed', async () => {
     const data = { order_id: '1042', nested: { list: [1, 2, 3], flag: true } };
@@ -99,12 +90,14 @@ describe('sending', () => {
         body: 'Order 1042 is on its way.',
         image_url: 'https://cdn.example.com/orders/1042.png',
         action_url: 'myshop://orders/1042',
+        localizations: {},
       },
       data,
       options,
       target_users: 3,
       statistics: zeroStatistics,
       created_at: expect.any(String),
+      scheduled_for: null,
       processing_started_at: null,
       completed_at: null,
     });
@@ -114,7 +107,7 @@ describe('sending', () => {
   test('content fields left out are null, and data and options default to empty objects', async () => {
     const res = await send({ recipients: { user_ids: ['user-1'] }, notification: { title: 'Only a title' } });
     expect(res.status).toBe(202);
-    expect(res.body.data.notification).toEqual({ title: 'Only a title', body: null, image_url: null, action_url: null });
+    expect(res.body.data.notification).toEqual({ title: 'Only a title', body: null, image_url: null, action_url: null, localizations: {} });
     expect(res.body.data.data).toEqual({});
     expect(res.body.data.options).toEqual({});
     expect(res.body.data.target_users).toBe(1);
@@ -150,7 +143,7 @@ describe('sending', () => {
   test('a data-only send (no title, no body) is accepted', async () => {
     const res = await send({ recipients: { user_ids: ['user-1'] }, notification: {}, data: { sync: 'inbox' } });
     expect(res.status).toBe(202);
-    expect(res.body.data.notification).toEqual({ title: null, body: null, image_url: null, action_url: null });
+    expect(res.body.data.notification).toEqual({ title: null, body: null, image_url: null, action_url: null, localizations: {} });
     expect(res.body.data.data).toEqual({ sync: 'inbox' });
   });
 
@@ -302,7 +295,7 @@ describe('send validation at each limit', () => {
     const res = await send(withNotification(notification));
     expect(res.status).toBe(202);
     // Stored and echoed whole: only each platform's push is cut.
-    expect(res.body.data.notification).toEqual({ title: 'Hello', image_url: null, action_url: null, ...notification });
+    expect(res.body.data.notification).toEqual({ title: 'Hello', image_url: null, action_url: null, localizations: {}, ...notification });
     expect(await countNotifications(harness.orm, application.id)).toBe(before + 1);
   });
 
@@ -581,6 +574,113 @@ describe('reading notifications', () => {
       expect(res.status).toBe(422);
       expect(Object.keys(res.body.errors)).toEqual(['cursor']);
     });
+
+    test('status lists only the notifications in that status, newest first, a page at a time with the same filter', async () => {
+      const app = await harness.newApplication('status-filter');
+      const bearer = await app.token();
+      const sent: string[] = [];
+      for (let i = 0; i < 5; i++) sent.push((await send(sendBody(), { token: bearer })).body.data.id);
+      // Oldest, middle and newest fail; the other two stay queued.
+      const failed = [sent[0], sent[2], sent[4]];
+      for (const id of failed) await completeNotification(harness.orm.em.fork(), id, 'failed');
+
+      const page1 = await get('/api/v1/notifications?status=failed&limit=2', bearer);
+      expect(page1.status).toBe(200);
+      expect(page1.body.data.map((n: { id: string; status: string }) => [n.id, n.status])).toEqual([
+        [sent[4], 'failed'],
+        [sent[2], 'failed'],
+      ]);
+      const page2 = await get(`/api/v1/notifications?status=failed&limit=2&cursor=${page1.body.meta.next_cursor}`, bearer);
+      expect(page2.body.data.map((n: { id: string }) => n.id)).toEqual([sent[0]]);
+      expect(page2.body.meta.next_cursor).toBeNull();
+
+      const queued = await get('/api/v1/notifications?status=queued', bearer);
+      expect(queued.body.data.map((n: { id: string }) => n.id)).toEqual([sent[3], sent[1]]);
+      expect((await get('/api/v1/notifications?status=completed', bearer)).body).toEqual({ data: [], meta: { next_cursor: null } });
+    });
+
+    test('a status that is not a notification status is 422 keyed status', async () => {
+      const res = await get('/api/v1/notifications?status=sent', listerToken);
+      expect(res.status).toBe(422);
+      expect(Object.keys(res.body.errors)).toEqual(['status']);
+    });
+  });
+});
+
+describe('deliveries by platform and reason', () => {
+  let bearer: string;
+  let notificationId: string;
+  beforeAll(async () => {
+    const app = await harness.newApplication('breakdown');
+    bearer = await app.token();
+    notificationId = (await send({ recipients: { user_ids: ['ana', 'ben'] }, notification: { title: 'Hi' } }, { token: bearer })).body.data.id;
+    const base = { applicationId: app.id, notificationId, installationRowId: null };
+    const rows: [string, string, 'ios' | 'android', 'accepted' | 'failed' | 'skipped' | 'pending', string | null][] = [
+      ['ana-1', 'ana', 'ios', 'accepted', null],
+      ['ana-2', 'ana', 'android', 'accepted', null],
+      ['ana-3', 'ana', 'ios', 'failed', 'Unregistered'],
+      ['ben-1', 'ben', 'ios', 'failed', 'Unregistered'],
+      ['ben-2', 'ben', 'android', 'failed', 'provider unreachable'],
+      ['ben-3', 'ben', 'android', 'skipped', 'permission_denied'],
+      ['ben-4', 'ben', 'ios', 'pending', null],
+    ];
+    for (const [installation, user, platform, state, reason] of rows) {
+      await insertDelivery(harness.orm, { ...base, clientInstallationId: installation, userId: user, platform, state, reason });
+    }
+  });
+  // insertDelivery's ids are random, so the fanout order (by id) is too: compare as sets.
+  const installations = (res: request.Response) => res.body.data.map((d: { installation_id: string }) => d.installation_id).sort();
+
+  test('the breakdown counts every delivery by state, platform and reason, largest first', async () => {
+    const res = await get(`/api/v1/notifications/${notificationId}/breakdown`, bearer);
+    expect(res.status).toBe(200);
+    expect(res.body.data).toEqual([
+      { state: 'failed', platform: 'ios', reason: 'Unregistered', deliveries: 2 },
+      { state: 'accepted', platform: 'android', reason: null, deliveries: 1 },
+      { state: 'accepted', platform: 'ios', reason: null, deliveries: 1 },
+      { state: 'failed', platform: 'android', reason: 'provider unreachable', deliveries: 1 },
+      { state: 'pending', platform: 'ios', reason: null, deliveries: 1 },
+      { state: 'skipped', platform: 'android', reason: 'permission_denied', deliveries: 1 },
+    ]);
+    // It adds up to the counters.
+    const { statistics } = (await get(`/api/v1/notifications/${notificationId}`, bearer)).body.data;
+    const sum = (state: string) =>
+      res.body.data.filter((row: { state: string }) => row.state === state).reduce((n: number, row: { deliveries: number }) => n + row.deliveries, 0);
+    expect([sum('accepted'), sum('failed'), sum('skipped')]).toEqual([statistics.accepted, statistics.failed, statistics.skipped]);
+  });
+
+  test('a notification not fanned out yet has an empty breakdown; an unknown or foreign one is 404', async () => {
+    const fresh = (await send(sendBody(), { token: bearer })).body.data.id;
+    expect((await get(`/api/v1/notifications/${fresh}/breakdown`, bearer)).body).toEqual({ data: [] });
+    expect((await get(`/api/v1/notifications/${notificationId}/breakdown`)).status).toBe(404);
+    expect((await get(`/api/v1/notifications/${randomUUID()}/breakdown`, bearer)).status).toBe(404);
+    expect((await get('/api/v1/notifications/nope/breakdown', bearer)).status).toBe(422);
+  });
+
+  test('platform, reason, state and user_id filter the deliveries together', async () => {
+    const list = (query: string) => get(`/api/v1/notifications/${notificationId}/deliveries?${query}`, bearer);
+    expect(installations(await list('platform=android'))).toEqual(['ana-2', 'ben-2', 'ben-3']);
+    expect(installations(await list('reason=Unregistered'))).toEqual(['ana-3', 'ben-1']);
+    expect(installations(await list('reason=provider unreachable'))).toEqual(['ben-2']);
+    expect(installations(await list('reason=provider%20unreachable&platform=ios'))).toEqual([]);
+    expect(installations(await list('state=failed&platform=ios&user_id=ben'))).toEqual(['ben-1']);
+  });
+
+  test('filtered pages follow the cursor with the same filters', async () => {
+    const first = await get(`/api/v1/notifications/${notificationId}/deliveries?platform=ios&limit=2`, bearer);
+    const second = await get(`/api/v1/notifications/${notificationId}/deliveries?platform=ios&limit=2&cursor=${first.body.meta.next_cursor}`, bearer);
+    expect([first.body.data.length, second.body.data.length, second.body.meta.next_cursor]).toEqual([2, 2, null]);
+    expect([...installations(first), ...installations(second)].sort()).toEqual(['ana-1', 'ana-3', 'ben-1', 'ben-4']);
+  });
+
+  test.each([
+    ['platform=windows', 'platform'],
+    ['reason=', 'reason'],
+    [`reason=${'r'.repeat(256)}`, 'reason'],
+  ])('%s is 422 keyed %s', async (query, field) => {
+    const res = await get(`/api/v1/notifications/${notificationId}/deliveries?${query}`, bearer);
+    expect(res.status).toBe(422);
+    expect(Object.keys(res.body.errors)).toEqual([field]);
   });
 });
 

@@ -70,3 +70,42 @@ describe('with workers', () => {
     expect(await jobPriorities(pipeline, 'deliver', normal)).toEqual([0, 0, 0]);
   });
 });
+
+describe('with every worker busy', () => {
+  let pipeline: Pipeline;
+  beforeAll(async () => {
+    // Each push its own round trip, so that a deliver job of 4 pushes takes 4 × the latency.
+    pipeline = await startPipeline({ chunkSize: 1, batchSize: 4 });
+  });
+  afterAll(() => pipeline.close());
+  afterEach(() => pipeline.apns.setLatency(undefined));
+
+  test("a high-priority send starts at once, without waiting for a worker to finish a normal batch", async () => {
+    const app = await pipeline.newApplication();
+    const users = Array.from({ length: 4 }, (_, index) => `busy-user-${index}`);
+    for (const user of users) await app.register(`${user}-phone`, ios(`load-${user}`, user));
+    await app.register('urgent-phone', ios('urgent-01', 'urgent'));
+    // 8 deliver jobs of 4 pushes at 1 s each: every normal worker holds one for 4 s.
+    pipeline.apns.setLatency(1000);
+    const normal: string[] = [];
+    for (let i = 0; i < 8; i += 1) normal.push(await app.send({ recipients: { user_ids: users }, notification: title }));
+    const deadline = Date.now() + 10_000;
+    while (pipeline.apns.received.filter((push) => push.token.startsWith('load-')).length === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+
+    // The simulator records a push when it arrives, before its latency.
+    const sentAt = Date.now();
+    await app.send({ recipients: { user_ids: ['urgent'] }, notification: title, options: { priority: 'high' } });
+    while (!pipeline.apns.received.some((push) => push.token === 'urgent-01') && Date.now() < sentAt + 10_000) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const pushedAt = pipeline.apns.received.find((push) => push.token === 'urgent-01')?.at;
+    expect(pushedAt).toBeDefined();
+    // A busy worker would have been free only after its 4 s batch.
+    expect(pushedAt! - sentAt).toBeLessThan(2000);
+    // The backlog ends before the pipeline closes (a stop would wait for pushes held by the latency).
+    pipeline.apns.setLatency(undefined);
+    for (const id of normal) expect((await app.settled(id)).status).toBe('completed');
+  });
+});

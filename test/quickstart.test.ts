@@ -73,4 +73,24 @@ test('the demo tokens register two phones and send them a notification that comp
   } while (!notification.completed_at && Date.now() < deadline);
   expect(notification.status).toBe('completed');
   expect(notification.statistics).toMatchObject({ users: 1, installations: 2, accepted: 2 });
+
+  // The banner's last example: the user's two phones.
+  const phones = await api.get('/api/v1/installations?user_id=user-1').set('Authorization', `Bearer ${server}`).expect(200);
+  expect(phones.body.data.map((i: { installation_id: string }) => i.installation_id)).toEqual(['phone-2', 'phone-1']);
+});
+
+test('the banner links the API reference, which the process serves', async () => {
+  const link = /API reference: (http:\/\/localhost:\d+\/docs)/.exec(herald.logs.join('\n'))?.[1];
+  expect(link).toBe(`http://localhost:${herald.port}/docs`);
+  const api = request(`http://127.0.0.1:${herald.port}`);
+  const page = await api.get('/docs').expect(200);
+  expect(page.text).toContain('docs/swagger-ui-bundle.js');
+  await api.get('/docs/swagger-ui-bundle.js').expect(200);
+});
+
+test('the banner links the dashboard, which the same process serves', async () => {
+  const link = /Dashboard: (\S+) \(sign in with the server token\)/.exec(herald.logs.join('\n'))?.[1];
+  expect(link).toBe(`http://localhost:${herald.port}/dashboard`);
+  const page = await request(`http://127.0.0.1:${herald.port}`).get('/dashboard').expect(200);
+  expect(page.text).toContain('<script type="module" src="dashboard/main.js">');
 });

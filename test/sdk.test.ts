@@ -1,11 +1,15 @@
-// The generated SDK (sdk/src) against the real server on a real port: one full flow per resource.
+// The generated functions of the SDK (sdk/src/generated, exported from the package root) against
+// the real server on a real port: one full flow per resource.
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { createClient, type Client } from '../sdk/src/client/index.ts';
 import {
+  createClient,
+  type Client,
   deleteInstallation,
+  getApp,
   getInstallation,
+  listInstallations,
   getNotification,
   listNotifications,
   registerInstallation,
@@ -101,6 +105,30 @@ test('an installation is registered, replaced, read, updated and deleted through
   expect(gone.error).toEqual({ message: 'Not Found' });
 });
 
+test("a user's installations are listed a page at a time through the SDK, whatever characters the user id holds", async () => {
+  const userId = `sdk+user & co 100% ${randomUUID()}`;
+  const ids = [`sdk-list-1-${randomUUID()}`, `sdk-list-2-${randomUUID()}`, `sdk-list-3-${randomUUID()}`];
+  for (const installationId of ids) {
+    const put = await registerInstallation({ client, path: { installationId }, body: { platform: 'android', provider: { identifier: installationId }, user_id: userId } });
+    expect(put.response?.status).toBe(201);
+  }
+  const first = await listInstallations({ client, query: { user_id: userId, limit: 2 } });
+  expect(first.response?.status).toBe(200);
+  expect(first.data!.data.map((installation: Installation) => installation.installation_id)).toEqual([ids[2], ids[1]]);
+  const next = await listInstallations({ client, query: { user_id: userId, limit: 2, cursor: first.data!.meta.next_cursor! } });
+  expect(next.data).toEqual({ data: [expect.objectContaining({ installation_id: ids[0], user_id: userId })], meta: { next_cursor: null } });
+
+  const missing = await listInstallations({ client, query: { user_id: '' } });
+  expect(missing.response?.status).toBe(422);
+  expect(missing.error).toEqual({ message: 'The user_id field must not be empty.', errors: { user_id: ['The user_id field must not be empty.'] } });
+});
+
+test("the token's application is read through the SDK", async () => {
+  const read = await getApp({ client });
+  expect(read.response?.status).toBe(200);
+  expect(read.data!.data).toMatchObject({ id: application.id, name: 'sdk', token: { name: 'test', abilities: ['*'] } });
+});
+
 test('a notification is sent, replayed, read and listed through the SDK', async () => {
   const body: NotificationSend = {
     recipients: { user_ids: ['sdk-user', 'sdk-user-2'] },
@@ -116,7 +144,7 @@ test('a notification is sent, replayed, read and listed through the SDK', async 
   const notification: Notification = sent.data!.data;
   expect(notification).toMatchObject({
     status: 'queued',
-    notification: { title: 'From the SDK', body: 'Hello', image_url: null, action_url: 'myapp://inbox' },
+    notification: { title: 'From the SDK', body: 'Hello', image_url: null, action_url: 'myapp://inbox', localizations: {} },
     data: { source: 'sdk' },
     options: { ttl: 60, priority: 'high' },
     target_users: 2,

@@ -1,23 +1,26 @@
 // First start of a fresh database: an application to try Herald with, its two tokens, and (with
 // the simulators) provider credentials, so that a first notification goes all the way through.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Config } from '../service/config.ts';
 import { createApplication, createToken, listApplications } from '../domain/applications.ts';
 import { setApnsCredentials, setFcmCredentials } from '../domain/credentials.ts';
 import { allAbilities, clientAbilities } from '../domain/tokens.ts';
 import type { SimulatorKeys } from './simulate.ts';
 
+/** `port`: the one the API listens on (PORT=0 picks a free one). */
 export async function ensureDemoApplication(
   em: EntityManager,
-  config: Config,
+  port: number,
   out: (line?: string) => void,
   options: { credentialsKey: Buffer | null; simulatorKeys: SimulatorKeys | null },
 ) {
   const existing = await listApplications(em);
-  const base = `http://localhost:${config.PORT}`;
+  const base = `http://localhost:${port}`;
   const providers = options.simulatorKeys ? 'the local APNs and FCM simulators' : "Apple's and Google's endpoints";
+  const reference = `API reference: ${base}/docs`;
   if (existing.length > 0) {
     out(`Herald is serving on ${base}, pushing to ${providers}.`);
+    out(reference);
+    out(`Dashboard: ${base}/dashboard (sign in with a token that can read notifications and list installations).`);
     out(`Tokens are shown only when created: \`herald tokens create --app ${existing[0].id} --name ... --abilities '*'\`.`);
     return;
   }
@@ -31,14 +34,17 @@ export async function ensureDemoApplication(
   const auth = (token: string) => `-H 'Authorization: Bearer ${token}'`;
   out();
   out(`Herald is serving on ${base}, pushing to ${providers}.`);
+  out(reference);
   out(`Demo application ${application.id}`);
   out(`  server token (all abilities):  ${server.plaintext}`);
   out(`  app token (${clientAbilities.join(' ')}): ${client.plaintext}`);
+  out(`Dashboard: ${base}/dashboard (sign in with the server token).`);
   out('These tokens are shown once. Try:');
   out(`  curl -s -X PUT ${base}/api/v1/installations/phone-1 ${auth(client.plaintext)} -H 'Content-Type: application/json' \\`);
   out(`    -d '{"platform":"ios","provider":{"identifier":"a1b2c3d4"},"user_id":"user-1","permission":"authorized"}'`);
   out(`  curl -s -X POST ${base}/api/v1/notifications ${auth(server.plaintext)} -H 'Content-Type: application/json' \\`);
   out(`    -d '{"recipients":{"user_ids":["user-1"]},"notification":{"title":"Hello","body":"From Herald"}}'`);
   out(`  curl -s ${base}/api/v1/notifications/<id from the answer> ${auth(server.plaintext)}`);
+  out(`  curl -s '${base}/api/v1/installations?user_id=user-1' ${auth(server.plaintext)}`);
   out();
 }

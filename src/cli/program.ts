@@ -1,4 +1,4 @@
-// The `herald` command: run the service, and administer applications and tokens. Each command
+// The `herald` command: run the service, and administer applications, tokens and webhooks. Each command
 // group is built in its own file under commands/.
 import { Command } from 'commander';
 import { loadConfig, type Config } from '../service/config.ts';
@@ -9,6 +9,7 @@ import { addMigrateCommand } from './commands/migrate.ts';
 import { addServiceCommands } from './commands/service.ts';
 import { addSimulateCommand } from './commands/simulate.ts';
 import { addTokensCommands } from './commands/tokens.ts';
+import { addWebhooksCommands } from './commands/webhooks.ts';
 
 export function buildProgram(config: Config, logger: Logger, adminLogger: Logger): Command {
   const program = new Command('herald')
@@ -21,6 +22,7 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
   addAppsCommands(program, config, adminLogger);
   addCredentialsCommands(program, config, adminLogger);
   addTokensCommands(program, config, adminLogger);
+  addWebhooksCommands(program, config, adminLogger);
   return program;
 }
 

@@ -10,6 +10,8 @@ import {
   notificationStatusValues,
   permissionValues,
   platformValues,
+  webhookDeliveryStateValues,
+  webhookEventTypeValues,
   type components,
 } from '../generated/api.ts';
 import { TextArrayType } from './text-array.ts';
@@ -21,12 +23,17 @@ export const permissions = permissionValues;
 export const notificationStatuses = notificationStatusValues;
 export const deliveryStates = deliveryStateValues;
 export const eventTypes = eventTypeValues;
+export const webhookEventTypes = webhookEventTypeValues;
+export const webhookDeliveryStates = webhookDeliveryStateValues;
 
 /** How a push was cut to fit its provider's payload limit (domain/payloads.ts fitToPlatform). */
 export type Truncation = NonNullable<components['schemas']['Delivery']['truncation']>;
+/** The title and body in other languages, by BCP 47 tag as the send gave it. */
+export type Localizations = components['schemas']['Localizations'];
 
 const id = () => p.uuid().primary().onCreate(() => uuidv7());
 const now = () => p.datetime().onCreate(() => new Date());
+const counter = () => p.integer().default(0).onCreate(() => 0);
 // Called inside a property thunk, so that entities declared later in this file can be referenced.
 const belongsTo = (entity: Parameters<typeof p.manyToOne>[0], column: string) =>
   p.manyToOne(entity).mapToPk().fieldName(column).deleteRule('cascade');
@@ -71,7 +78,8 @@ export const InstallationSchema = defineEntity({
   tableName: 'installations',
   uniques: [{ properties: ['applicationId', 'installationId'] }],
   indexes: [
-    { properties: ['applicationId', 'userId'] },
+    // The fanout's lookup by user, and a user's installations newest first (ids are UUIDv7).
+    { properties: ['applicationId', 'userId', 'id'] },
     { properties: ['applicationId', 'providerIdentifier'] },
   ],
   properties: {
@@ -109,12 +117,26 @@ export const NotificationSchema = defineEntity({
     body: p.text().nullable(),
     imageUrl: p.text().nullable(),
     actionUrl: p.text().nullable(),
+    // Null when the send gave none (or `{}`).
+    localizations: p.json<Localizations>().nullable(),
     data: p.json<Record<string, unknown>>(),
     options: p.json<Record<string, unknown>>(),
     userIds: p.array().type(TextArrayType).columnType('text[]'),
     createdAt: now(),
+    // A future `options.send_at`: when the fanout job is due, and what its ttl counts from.
+    scheduledFor: p.datetime().nullable(),
     processingStartedAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),
+    // The statistics, moved by the same statements that move the delivery rows they count
+    // (db/sql.ts), so reading them never counts rows. Pending: installations less the others.
+    usersCount: counter(),
+    installationsCount: counter(),
+    acceptedCount: counter(),
+    failedCount: counter(),
+    skippedCount: counter(),
+    receivedCount: counter(),
+    displayedCount: counter(),
+    openedCount: counter(),
   },
 });
 export class Notification extends NotificationSchema.class {}
@@ -145,15 +167,18 @@ export const DeliverySchema = defineEntity({
   tableName: 'deliveries',
   // One push per installation per notification, whatever a crashed or retried job does.
   uniques: [{ properties: ['notificationId', 'installationRowId'] }],
-  indexes: [{ properties: ['notificationId', 'state'] }],
+  // The deliveries view's order. No state index: it would make every outcome a non-HOT update.
+  indexes: [{ properties: ['notificationId', 'id'] }],
   properties: {
     id: id(),
-    applicationId: () => belongsTo(Application, 'application_id'),
-    notificationId: () => belongsTo(Notification, 'notification_id'),
+    // Plain columns, no foreign keys: the fanout writes them from the notification it holds locked
+    // (migration 20261125100000 says why).
+    applicationId: p.uuid(),
+    notificationId: p.uuid(),
     // The installation's row (installations.id), not the app's installation_id (clientInstallationId).
-    // Nulled when the installation is deleted; the delivery stays for the statistics.
-    installationRowId: () =>
-      p.manyToOne(Installation).mapToPk().fieldName('installation_id').nullable().deleteRule('set null').index(),
+    // No foreign key either: once the installation is deleted it names no row, which the claim's
+    // join reads as `installation_deleted`; the delivery stays for the statistics.
+    installationRowId: p.uuid().fieldName('installation_id').nullable(),
     clientInstallationId: p.text(),
     userId: p.text().nullable(),
     platform: p.enum(platforms),
@@ -162,6 +187,8 @@ export const DeliverySchema = defineEntity({
     attempts: p.integer().default(0),
     // apns-id or the FCM message name of the accepted push: what to quote to Apple or Google.
     providerMessageId: p.text().nullable(),
+    // The tag of the localization pushed (domain/locales.ts); null: the default content, or nothing pushed.
+    locale: p.text().nullable(),
     // How the push was cut to fit the provider's payload limit (payloads.ts fitToPlatform); null: sent whole.
     truncation: p.json<Truncation>().nullable(),
     createdAt: now(),
@@ -222,6 +249,80 @@ export const ProviderCredentialSchema = defineEntity({
 export class ProviderCredential extends ProviderCredentialSchema.class {}
 ProviderCredentialSchema.setClass(ProviderCredential);
 
+/** An endpoint's last delivery attempt, kept as the API shows it (`last_attempt`). */
+export type WebhookAttempt = components['schemas']['WebhookAttempt'];
+
+export const WebhookEndpointSchema = defineEntity({
+  name: 'WebhookEndpoint',
+  tableName: 'webhook_endpoints',
+  properties: {
+    id: id(),
+    applicationId: () => belongsTo(Application, 'application_id').index(),
+    url: p.text(),
+    events: p.array().columnType('text[]'),
+    // AES-256-GCM with HERALD_CREDENTIALS_KEY, like provider credentials (domain/webhooks.ts).
+    secret: p.text(),
+    // The secret before the last rotation: it signs too (a second v1) until it expires.
+    previousSecret: p.text().nullable(),
+    previousSecretExpiresAt: p.datetime().nullable(),
+    createdAt: now(),
+    disabledAt: p.datetime().nullable(),
+    disabledReason: p.text().nullable(),
+    // The first failed attempt since the last success: the endpoint is disabled once it is a retry window old.
+    failingSince: p.datetime().nullable(),
+    lastAttempt: p.json<WebhookAttempt>().nullable(),
+  },
+});
+export class WebhookEndpoint extends WebhookEndpointSchema.class {}
+WebhookEndpointSchema.setClass(WebhookEndpoint);
+
+export const WebhookEventSchema = defineEntity({
+  name: 'WebhookEvent',
+  tableName: 'webhook_events',
+  // Retention takes the oldest first.
+  indexes: [{ properties: ['createdAt'] }],
+  properties: {
+    // Assigned where the event is made (UUIDv7); every endpoint and every attempt gets this id.
+    id: p.uuid().primary(),
+    applicationId: () => belongsTo(Application, 'application_id'),
+    type: p.enum(webhookEventTypes),
+    // The body's `data`, as the document's webhooks section describes it for `type`.
+    data: p.json<Record<string, unknown>>(),
+    createdAt: now(),
+  },
+});
+export class WebhookEvent extends WebhookEventSchema.class {}
+WebhookEventSchema.setClass(WebhookEvent);
+
+export const WebhookDeliverySchema = defineEntity({
+  name: 'WebhookDelivery',
+  tableName: 'webhook_deliveries',
+  // One delivery per event and endpoint, and the delivery log's order: newest event first (event
+  // ids are UUIDv7). event_id alone: the events' cascade (retention).
+  uniques: [{ properties: ['endpointId', 'eventId'] }],
+  indexes: [{ properties: ['eventId'] }],
+  properties: {
+    // Written by the outbox's statement (gen_random_uuid): how many an event gets is known only there.
+    id: p.uuid().primary(),
+    applicationId: p.uuid(),
+    endpointId: () => belongsTo(WebhookEndpoint, 'endpoint_id'),
+    eventId: () => belongsTo(WebhookEvent, 'event_id'),
+    state: p.enum(webhookDeliveryStates),
+    reason: p.text().nullable(),
+    attempts: p.integer().default(0),
+    // The last attempt's answer: its status, why it failed, and at most 200 characters of its body.
+    statusCode: p.integer().nullable(),
+    error: p.text().nullable(),
+    responseExcerpt: p.text().nullable(),
+    createdAt: now(),
+    lastAttemptAt: p.datetime().nullable(),
+    nextAttemptAt: p.datetime().nullable(),
+    completedAt: p.datetime().nullable(),
+  },
+});
+export class WebhookDelivery extends WebhookDeliverySchema.class {}
+WebhookDeliverySchema.setClass(WebhookDelivery);
+
 export type DeviceDetails = {
   app_version: string | null;
   os_version: string | null;
@@ -239,4 +340,7 @@ export const entities = [
   DeliverySchema,
   DeliveryEventSchema,
   ProviderCredentialSchema,
+  WebhookEndpointSchema,
+  WebhookEventSchema,
+  WebhookDeliverySchema,
 ];

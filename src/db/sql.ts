@@ -20,7 +20,8 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import type { components } from '../generated/api.ts';
-import type { Truncation } from './entities.ts';
+import { v7 as uuidv7 } from 'uuid';
+import type { DeviceDetails, Localizations, Truncation, WebhookAttempt } from './entities.ts';
 
 export type Db = EntityManager | QueryExecutorProvider;
 
@@ -82,6 +83,130 @@ export const databaseExists = (name: string) => sql`select 1 from pg_database wh
 export const createDatabase = (name: string) => sql`create database ${sql.id(name)}`;
 
 // ---------------------------------------------------------------------------------------------
+// Installations
+
+export type InstallationRow = {
+  id: string;
+  installationId: string;
+  platform: components['schemas']['Platform'];
+  providerIdentifier: string;
+  status: components['schemas']['Installation']['status'];
+  permission: components['schemas']['Permission'];
+  userId: string | null;
+  device: DeviceDetails;
+  registeredAt: Date;
+  lastSeenAt: Date;
+  identifierUpdatedAt: Date;
+  permissionUpdatedAt: Date;
+  invalidatedAt: Date | null;
+  invalidReason: string | null;
+};
+
+const installationColumns = sql`
+  id, installation_id as "installationId", platform, provider_identifier as "providerIdentifier", status, permission,
+  user_id as "userId", device, registered_at as "registeredAt", last_seen_at as "lastSeenAt",
+  identifier_updated_at as "identifierUpdatedAt", permission_updated_at as "permissionUpdatedAt",
+  invalidated_at as "invalidatedAt", invalid_reason as "invalidReason"`;
+
+const installationRow = (row: InstallationRow): InstallationRow => ({
+  ...row,
+  registeredAt: asDate(row.registeredAt),
+  lastSeenAt: asDate(row.lastSeenAt),
+  identifierUpdatedAt: asDate(row.identifierUpdatedAt),
+  permissionUpdatedAt: asDate(row.permissionUpdatedAt),
+  invalidatedAt: row.invalidatedAt && asDate(row.invalidatedAt),
+});
+
+export type InstallationKey = { applicationId: string; installationId: string };
+export type InstallationReplacement = Pick<InstallationRow, 'platform' | 'providerIdentifier' | 'permission' | 'userId' | 'device'>;
+
+/**
+ * A PUT, in one statement: a full replace of what the client gives that keeps `registered_at`,
+ * moves `identifier_updated_at` and `permission_updated_at` only when those values change, and
+ * keeps an installation a provider invalidated invalid unless the identifier is new (the app got
+ * a fresh token). Concurrent first registrations meet on the unique key: one creates, the others
+ * replace. `created`: no row existed (xmax is 0 on a freshly inserted row version).
+ */
+export async function upsertInstallation(
+  db: Db,
+  key: InstallationKey,
+  replacement: InstallationReplacement,
+  now: Date,
+): Promise<{ installation: InstallationRow; created: boolean }> {
+  const [row] = await rows(
+    db,
+    sql<InstallationRow & { created: boolean }>`
+      insert into installations as i
+        (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
+         registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason)
+      values (${uuidv7()}, ${key.applicationId}, ${key.installationId}, ${replacement.platform}, ${replacement.providerIdentifier},
+              'active', ${replacement.permission}, ${replacement.userId}, ${JSON.stringify(replacement.device)}::jsonb,
+              ${now}, ${now}, ${now}, ${now}, null, null)
+      on conflict (application_id, installation_id) do update set
+        platform = excluded.platform, provider_identifier = excluded.provider_identifier, permission = excluded.permission,
+        user_id = excluded.user_id, device = excluded.device, last_seen_at = excluded.last_seen_at,
+        identifier_updated_at = case when i.provider_identifier = excluded.provider_identifier then i.identifier_updated_at else excluded.identifier_updated_at end,
+        permission_updated_at = case when i.permission = excluded.permission then i.permission_updated_at else excluded.permission_updated_at end,
+        status = case when i.provider_identifier = excluded.provider_identifier then i.status else 'active' end,
+        invalidated_at = case when i.provider_identifier = excluded.provider_identifier then i.invalidated_at end,
+        invalid_reason = case when i.provider_identifier = excluded.provider_identifier then i.invalid_reason end
+      returning ${installationColumns}, (xmax = 0) as created`,
+  );
+  const { created, ...installation } = row;
+  return { installation: installationRow(installation), created };
+}
+
+export type InstallationPatch = { userId?: string | null; permission?: InstallationRow['permission'] };
+
+/** A PATCH: the user as given (null detaches it), and `permission_updated_at` only on a new permission. */
+export async function patchInstallation(db: Db, key: InstallationKey, patch: InstallationPatch, now: Date): Promise<InstallationRow | undefined> {
+  const permission = patch.permission ?? null;
+  const [row] = await rows(
+    db,
+    sql<InstallationRow>`
+      update installations i set
+        user_id = ${patch.userId === undefined ? sql`i.user_id` : sql`${patch.userId}`},
+        permission = coalesce(${permission}, i.permission),
+        permission_updated_at = case when ${permission}::text is distinct from i.permission::text and ${permission}::text is not null
+                                     then ${now} else i.permission_updated_at end,
+        last_seen_at = ${now}
+       where application_id = ${key.applicationId} and installation_id = ${key.installationId}
+      returning ${installationColumns}`,
+  );
+  return row && installationRow(row);
+}
+
+export async function findInstallationRow(db: Db, key: InstallationKey): Promise<InstallationRow | undefined> {
+  const [row] = await rows(
+    db,
+    sql<InstallationRow>`select ${installationColumns} from installations where application_id = ${key.applicationId} and installation_id = ${key.installationId}`,
+  );
+  return row && installationRow(row);
+}
+
+/**
+ * A user's installations, newest registration first, after the cursor's id: the row id is a
+ * UUIDv7 made at the first registration (a replace keeps it), so id order is registration order.
+ * The (application_id, user_id, id) index gives a page in order, however many the user has.
+ */
+export async function listUserInstallationRows(
+  db: Db,
+  applicationId: string,
+  userId: string,
+  page: { limit: number; before?: string },
+): Promise<InstallationRow[]> {
+  const before = page.before === undefined ? sql`` : sql`and id < ${page.before}`;
+  const found = await rows(
+    db,
+    sql<InstallationRow>`
+      select ${installationColumns} from installations
+       where application_id = ${applicationId} and user_id = ${userId} ${before}
+       order by id desc limit ${page.limit}`,
+  );
+  return found.map(installationRow);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Fanout and delivery
 
 /** An active installation a notification may go to: `rowId` is the row, `installationId` the app's id. */
@@ -93,15 +218,22 @@ export type Candidate = {
   providerIdentifier: string;
   permission: string;
   lastSeenAt: Date;
+  /** The device's locale as registered (`device.locale`); null when not asked for. */
+  deviceLocale: string | null;
 };
 
-/** Active installations of the target users: one query over (application_id, user_id). */
-export async function targetInstallations(db: Db, applicationId: string, userIds: string[]): Promise<Candidate[]> {
+/**
+ * Active installations of the target users: one query over (application_id, user_id).
+ * `withLocale`: read each device's locale too (a notification with localizations).
+ */
+export async function targetInstallations(db: Db, applicationId: string, userIds: string[], withLocale = false): Promise<Candidate[]> {
+  const deviceLocale = withLocale ? sql`device->>'locale'` : sql`null`;
   const found = await rows(
     db,
     sql<Candidate>`
       select id as "rowId", installation_id as "installationId", user_id as "userId", platform,
-             provider_identifier as "providerIdentifier", permission, last_seen_at as "lastSeenAt"
+             provider_identifier as "providerIdentifier", permission, last_seen_at as "lastSeenAt",
+             ${deviceLocale} as "deviceLocale"
         from installations
        where application_id = ${applicationId} and user_id = any(${userIds}::text[]) and status = 'active'`,
   );
@@ -112,27 +244,52 @@ export type NewDelivery = Candidate & {
   deliveryId: string;
   state: 'pending' | 'skipped';
   reason: string | null;
+  /** The tag of the localization to push; null: the default content. */
+  locale: string | null;
   truncation: Truncation | null;
 };
 
-/** Unique per (notification, installation): a re-run of the fanout inserts nothing twice. */
+/**
+ * A notification's deliveries, and its counters moved by what was inserted, in one statement.
+ * Unique per (notification, installation): a re-run of the fanout inserts nothing twice. A user
+ * counts once: only when none of their deliveries existed before the statement (which sees the
+ * rows as they were when it began, not those it inserts). The fanout calls it once per
+ * notification, with all its deliveries; tests call it a row at a time.
+ */
 export async function insertDeliveries(db: Db, applicationId: string, notificationId: string, deliveries: NewDelivery[]): Promise<void> {
   if (deliveries.length === 0) return;
   const column = <K extends keyof NewDelivery>(key: K) => deliveries.map((d) => d[key]);
   const truncations = deliveries.map((d) => (d.truncation === null ? null : JSON.stringify(d.truncation)));
+  // Without localizations, no array of nulls: unnest pads a null array's column with nulls.
+  const locales = deliveries.some((d) => d.locale !== null) ? column('locale') : null;
   await run(
     db,
     sql`
-      insert into deliveries
-        (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform,
-         state, reason, truncation, attempts, created_at, completed_at)
-      select d.id, ${applicationId}, ${notificationId}, d.installation_id, d.client_installation_id, d.user_id,
-             d.platform, d.state, d.reason, d.truncation, 0, now(), case when d.state = 'skipped' then now() end
-        from unnest(${column('deliveryId')}::uuid[], ${column('rowId')}::uuid[], ${column('installationId')}::text[],
-                    ${column('userId')}::text[], ${column('platform')}::text[], ${column('state')}::text[],
-                    ${column('reason')}::text[], ${truncations}::jsonb[])
-          as d(id, installation_id, client_installation_id, user_id, platform, state, reason, truncation)
-      on conflict (notification_id, installation_id) do nothing`,
+      with inserted as (
+        insert into deliveries
+          (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform,
+           state, reason, locale, truncation, attempts, created_at, completed_at)
+        select d.id, ${applicationId}, ${notificationId}, d.installation_id, d.client_installation_id, d.user_id,
+               d.platform, d.state, d.reason, d.locale, d.truncation, 0, now(), case when d.state = 'skipped' then now() end
+          from unnest(${column('deliveryId')}::uuid[], ${column('rowId')}::uuid[], ${column('installationId')}::text[],
+                      ${column('userId')}::text[], ${column('platform')}::text[], ${column('state')}::text[],
+                      ${column('reason')}::text[], ${locales}::text[], ${truncations}::jsonb[])
+            as d(id, installation_id, client_installation_id, user_id, platform, state, reason, locale, truncation)
+        on conflict (notification_id, installation_id) do nothing
+        returning user_id, state
+      )
+      update notifications n
+         set users_count = n.users_count + c.users, installations_count = n.installations_count + c.installations,
+             skipped_count = n.skipped_count + c.skipped
+        -- NOT IN, not a NOT EXISTS per row: the notification's earlier users are read once into a
+        -- hash. Probing the deliveries index once per inserted row visited every row this statement
+        -- inserted each time (their index entries are there, only invisible): O(n²), ~150 ms a fanout.
+        from (select count(distinct i.user_id) filter (
+                       where i.user_id not in (select e.user_id from deliveries e where e.notification_id = ${notificationId} and e.user_id is not null)
+                     ) as users,
+                     count(*) as installations, count(*) filter (where i.state = 'skipped') as skipped
+                from inserted i) c
+       where n.id = ${notificationId}`,
   );
 }
 
@@ -143,101 +300,310 @@ export type ClaimedDelivery = {
   providerIdentifier: string | null;
   installationStatus: string | null;
   attempts: number;
+  /** The localization to push (insertDeliveries); null: the default content. */
+  locale: string | null;
 };
 
 /**
- * Takes the batch's still-pending deliveries for an attempt (counting it before the push goes
- * out, so that a crash loop still ends), with each installation's current identifier.
+ * The batch's still-pending deliveries, with each installation's current identifier and the
+ * number of the attempt about to be made. `countNow`: the attempt is written before the push goes
+ * out (a ttl 0 push is made at most once, even if the process dies before its outcome is
+ * recorded); otherwise it is written with the outcome (recordResults, countAttempts), one update
+ * per push instead of two.
  */
-export async function claimPending(db: Db, deliveryIds: string[]): Promise<ClaimedDelivery[]> {
+export async function claimPending(db: Db, deliveryIds: string[], countNow: boolean): Promise<ClaimedDelivery[]> {
+  if (countNow) {
+    return rows(
+      db,
+      sql<ClaimedDelivery>`
+        with claimed as (
+          update deliveries set attempts = attempts + 1, last_attempt_at = now()
+           where id = any(${deliveryIds}::uuid[]) and state = 'pending'
+          returning id, installation_id, attempts, locale
+        )
+        select c.id as "deliveryId", c.installation_id as "installationRowId", i.provider_identifier as "providerIdentifier",
+               i.status as "installationStatus", c.attempts, c.locale
+          from claimed c left join installations i on i.id = c.installation_id`,
+    );
+  }
   return rows(
     db,
     sql<ClaimedDelivery>`
-      with claimed as (
-        update deliveries set attempts = attempts + 1, last_attempt_at = now()
-         where id = any(${deliveryIds}::uuid[]) and state = 'pending'
-        returning id, installation_id, attempts
-      )
-      select c.id as "deliveryId", c.installation_id as "installationRowId", i.provider_identifier as "providerIdentifier",
-             i.status as "installationStatus", c.attempts
-        from claimed c left join installations i on i.id = c.installation_id`,
+      select d.id as "deliveryId", d.installation_id as "installationRowId", i.provider_identifier as "providerIdentifier",
+             i.status as "installationStatus", d.attempts + 1 as attempts, d.locale
+        from deliveries d left join installations i on i.id = d.installation_id
+       where d.id = any(${deliveryIds}::uuid[]) and d.state = 'pending'`,
+  );
+}
+
+/** Counts an attempt of deliveries that stay pending (to be retried), when the claim did not. */
+export async function countAttempts(db: Db, deliveryIds: string[]): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  await run(
+    db,
+    sql`update deliveries set attempts = attempts + 1, last_attempt_at = now() where id = any(${deliveryIds}::uuid[]) and state = 'pending'`,
   );
 }
 
 export type DeliveryResult = {
   deliveryId: string;
-  state: 'accepted' | 'failed' | 'skipped' | 'pending';
+  state: 'accepted' | 'failed' | 'skipped';
   reason: string | null;
   providerMessageId: string | null;
 };
 
+/** A delivery as its views show it (domain/deliveries.ts deliveryView), with its notification. */
+export type DeliveryRecord = {
+  id: string;
+  notificationId: string;
+  clientInstallationId: string;
+  userId: string | null;
+  platform: components['schemas']['Platform'];
+  state: components['schemas']['DeliveryState'];
+  reason: string | null;
+  attempts: number;
+  providerMessageId: string | null;
+  /** The localization sent (its tag); null: the default content. */
+  locale: string | null;
+  truncation: Truncation | null;
+  createdAt: Date;
+  lastAttemptAt: Date | null;
+  completedAt: Date | null;
+  receivedAt: Date | null;
+  displayedAt: Date | null;
+  openedAt: Date | null;
+  dismissedAt: Date | null;
+};
+
+const deliveryColumns = sql`
+  id, notification_id as "notificationId", client_installation_id as "clientInstallationId", user_id as "userId", platform,
+  state, reason, attempts, provider_message_id as "providerMessageId", locale, truncation, created_at as "createdAt",
+  last_attempt_at as "lastAttemptAt", completed_at as "completedAt", received_at as "receivedAt",
+  displayed_at as "displayedAt", opened_at as "openedAt", dismissed_at as "dismissedAt"`;
+
+const deliveryRecord = (row: DeliveryRecord): DeliveryRecord => ({
+  ...row,
+  createdAt: asDate(row.createdAt),
+  lastAttemptAt: row.lastAttemptAt && asDate(row.lastAttemptAt),
+  completedAt: row.completedAt && asDate(row.completedAt),
+  receivedAt: row.receivedAt && asDate(row.receivedAt),
+  displayedAt: row.displayedAt && asDate(row.displayedAt),
+  openedAt: row.openedAt && asDate(row.openedAt),
+  dismissedAt: row.dismissedAt && asDate(row.dismissedAt),
+});
+
+/** How many deliveries a statement moved to one outcome. */
+export type MovedCount = { state: DeliveryResult['state']; reason: string | null; count: number };
+
 /**
- * Records a batch's outcomes in one statement; pending ones stay pending for their retry. A
- * delivery skipped at send time (installation deleted...) pushed nothing, so nothing was cut.
+ * Records a batch's final outcomes and moves their notifications' counters, in one statement
+ * (deliveries to retry are not among them). Only a delivery still pending moves, so a replayed
+ * outcome counts nothing twice. A delivery skipped at send time (installation deleted...) pushed
+ * nothing, so nothing was cut and no localization sent. `countAttempt`: the attempt is counted
+ * here (claimPending). Answers what moved, by state and reason (for the metrics, which therefore
+ * count exactly what the statistics count); the counters' update runs whether or not the answer
+ * reads it (a data-modifying `with` always runs to completion). With `withFailed` (the application
+ * has an endpoint for `delivery.failed`), the same statement also answers the deliveries it failed,
+ * as they now are (what those webhooks carry); without it, the statement reads nothing more.
  */
-export async function recordResults(db: Db, results: DeliveryResult[]): Promise<void> {
-  if (results.length === 0) return;
-  await run(
+export async function recordResults(
+  db: Db,
+  results: DeliveryResult[],
+  countAttempt: boolean,
+  withFailed = false,
+): Promise<{ moved: MovedCount[]; failed: DeliveryRecord[] }> {
+  if (results.length === 0) return { moved: [], failed: [] };
+  // One row more, after the counts: the failed deliveries as a json array (timestamps as ISO text).
+  const failedAlso = sql`, null::json as failed from moved group by state, reason
+    union all select null, null, null, json_agg(f) from (select ${deliveryColumns} from moved where state = 'failed') f`;
+  const answered = await rows(
     db,
-    sql`
-      update deliveries d
-         set state = r.state, reason = r.reason, provider_message_id = r.provider_message_id,
-             completed_at = case when r.state <> 'pending' then now() end,
-             truncation = case when r.state = 'skipped' then null else d.truncation end
-        from unnest(${results.map((r) => r.deliveryId)}::uuid[], ${results.map((r) => r.state)}::text[],
-                    ${results.map((r) => r.reason)}::text[], ${results.map((r) => r.providerMessageId)}::text[])
-          as r(id, state, reason, provider_message_id)
-       where d.id = r.id and d.state = 'pending'`,
+    sql<MovedCount & { failed?: DeliveryRecord[] | null }>`
+      with moved as (
+        update deliveries d
+           set state = r.state, reason = r.reason, provider_message_id = r.provider_message_id,
+               completed_at = now(),
+               attempts = d.attempts + case when ${countAttempt}::boolean then 1 else 0 end,
+               last_attempt_at = case when ${countAttempt}::boolean then now() else d.last_attempt_at end,
+               truncation = case when r.state = 'skipped' then null else d.truncation end,
+               locale = case when r.state = 'skipped' then null else d.locale end
+          from unnest(${results.map((r) => r.deliveryId)}::uuid[], ${results.map((r) => r.state)}::text[],
+                      ${results.map((r) => r.reason)}::text[], ${results.map((r) => r.providerMessageId)}::text[])
+            as r(id, state, reason, provider_message_id)
+         where d.id = r.id and d.state = 'pending'
+        returning ${withFailed ? sql`d.*` : sql`d.notification_id, r.state, r.reason`}
+      ), counted as (
+        update notifications n
+           set accepted_count = n.accepted_count + c.accepted, failed_count = n.failed_count + c.failed,
+               skipped_count = n.skipped_count + c.skipped
+          from (select notification_id, count(*) filter (where state = 'accepted') as accepted,
+                       count(*) filter (where state = 'failed') as failed, count(*) filter (where state = 'skipped') as skipped
+                  from moved group by notification_id) c
+         where n.id = c.notification_id
+      )
+      select state, reason, count(*)::int as count ${withFailed ? failedAlso : sql`from moved group by state, reason`}`,
   );
+  // The failed deliveries' row has no state (a union's columns are the counts').
+  const moved = answered.filter((row) => row.state !== null).map(({ state, reason, count }) => ({ state, reason, count }));
+  return { moved, failed: answered.flatMap((row) => row.failed ?? []).map(deliveryRecord) };
 }
 
 export type Invalidation = { installationRowId: string; providerIdentifier: string; reason: string; providerTimestamp: Date | null };
 
 /**
  * Invalidates installations whose identifier the provider declared dead, unless the device has
- * registered a new one since: the identifier must still be the one we sent to, and the last line
- * is `not isStaleInvalidation(provider_timestamp, identifier_updated_at)` (domain/installations.ts,
- * the stale-410 rule and its tests) as a set-based condition.
+ * registered a new one since: the identifier must still be the one we sent to, and a provider's
+ * date (APNs dates its 410: when it found the token invalid) older than the last identifier change
+ * concerns an identifier the device has replaced, so it is stale. A report without a date (FCM,
+ * APNs's other reasons) is never stale. Returns the installations it invalidated, as they now are.
  */
-export async function invalidateInstallations(db: Db, invalidations: Invalidation[]): Promise<void> {
-  if (invalidations.length === 0) return;
-  await run(
+export async function invalidateInstallations(db: Db, invalidations: Invalidation[]): Promise<InstallationRow[]> {
+  if (invalidations.length === 0) return [];
+  const invalidated = await rows(
     db,
-    sql`
+    sql<InstallationRow>`
       update installations i
          set status = 'invalid', invalidated_at = now(), invalid_reason = v.reason
         from unnest(${invalidations.map((v) => v.installationRowId)}::uuid[],
                     ${invalidations.map((v) => v.providerIdentifier)}::text[],
                     ${invalidations.map((v) => v.reason)}::text[],
                     ${invalidations.map((v) => v.providerTimestamp?.toISOString() ?? null)}::timestamptz[])
-          as v(id, provider_identifier, reason, provider_timestamp)
-       where i.id = v.id and i.status = 'active' and i.provider_identifier = v.provider_identifier
-         and (v.provider_timestamp is null or v.provider_timestamp >= i.identifier_updated_at)`,
+          as v(row_id, sent_identifier, reason, provider_timestamp)
+       where i.id = v.row_id and i.status = 'active' and i.provider_identifier = v.sent_identifier
+         and (v.provider_timestamp is null or v.provider_timestamp >= i.identifier_updated_at)
+      returning ${installationColumns}`,
   );
+  return invalidated.map(installationRow);
 }
 
-/** Moves a notification to `processing` once; false when a previous run already did. */
-export async function startProcessing(db: Db, notificationId: string): Promise<boolean> {
+/** Moves queued notifications to `processing`, each once; answers those it moved (not those a previous run did). */
+export async function startProcessing(db: Db, notificationIds: string[]): Promise<string[]> {
   const moved = await rows(
     db,
-    sql`
+    sql<{ id: string }>`
       update notifications set status = 'processing', processing_started_at = now()
-       where id = ${notificationId} and status = 'queued'
+       where id = any(${notificationIds}::uuid[]) and status = 'queued'
       returning id`,
   );
-  return moved.length > 0;
+  return moved.map((row) => row.id);
 }
 
-/** Sets the final status and completed_at exactly once (the first caller wins). */
-export async function completeNotification(db: Db, notificationId: string, status: string): Promise<boolean> {
-  const moved = await rows(
+/** A notification as it ended: what its log line, its metrics and its `notification.completed` webhook say. */
+export type FinishedNotification = NotificationRow & { applicationId: string; completedAt: Date };
+
+/**
+ * Sets the final status and completed_at exactly once: the first caller gets the notification as
+ * it ended, any later one undefined. A cancelled notification stays cancelled, whoever ends it.
+ */
+export async function completeNotification(
+  db: Db,
+  notificationId: string,
+  status: NotificationRow['status'],
+): Promise<FinishedNotification | undefined> {
+  const [row] = await rows(
     db,
-    sql`
-      update notifications set status = ${status}, completed_at = now()
+    sql<FinishedNotification>`
+      update notifications set status = case when status = 'cancelled' then status else ${status} end, completed_at = now()
        where id = ${notificationId} and completed_at is null
-      returning id`,
+      returning ${notificationColumns}, application_id as "applicationId"`,
   );
-  return moved.length > 0;
+  return row && { ...notificationRow(row), applicationId: row.applicationId, completedAt: asDate(row.completedAt) };
+}
+
+/**
+ * Marks a queued or processing notification cancelled, committed on its own so that the chunks about
+ * to be pushed see it at once (holdUncancelled). Answers the status the notification has then
+ * (`cancelled`, or the one it ended with), undefined when it is not the application's.
+ */
+export async function markCancelled(db: Db, applicationId: string, notificationId: string): Promise<NotificationRow['status'] | undefined> {
+  const [moved] = await rows(
+    db,
+    sql<{ status: NotificationRow['status'] }>`
+      update notifications set status = 'cancelled'
+       where id = ${notificationId} and application_id = ${applicationId} and status in ('queued', 'processing')
+      returning status`,
+  );
+  if (moved) return moved.status;
+  const [found] = await rows(
+    db,
+    sql<{ status: NotificationRow['status'] }>`select status from notifications where id = ${notificationId} and application_id = ${applicationId}`,
+  );
+  return found?.status;
+}
+
+/** For the rest of the caller's transaction, a lock not granted within `ms` fails the statement (55P03). */
+export async function limitLockWait(db: Db, ms: number): Promise<void> {
+  await run(db, sql`select set_config('lock_timeout', ${`${ms}ms`}, true)`);
+}
+
+/**
+ * A notification's pushes and its cancel exclude each other through a transaction-scoped advisory
+ * lock on the notification (two keys: this namespace, and a hash of its id; two notifications
+ * sharing a hash only wait for each other now and then). A lock, not a row lock: a chunk holds it
+ * while its pushes are handed to the provider and their outcomes recorded, and recording takes the
+ * delivery rows, then the notification's row; a cancel holding that row while it waited would
+ * deadlock with it.
+ */
+const pushLockNamespace = 72_540_303;
+
+/**
+ * A cancel's exclusive hold on the notification's pushes: it waits for every chunk being pushed at
+ * that moment to commit its outcomes, and holds back the next ones until the cancel commits.
+ */
+export async function lockPushes(db: Db, notificationId: string): Promise<void> {
+  await run(db, sql`select pg_advisory_xact_lock(${pushLockNamespace}, hashtext(${notificationId}))`);
+}
+
+/**
+ * A chunk's shared hold on its notification's pushes while they are handed to the provider and
+ * their outcomes recorded (lockPushes waits for it). False when the notification has been
+ * cancelled: the chunk must not be pushed. The status is read after the lock is granted, in a
+ * statement of its own (a statement reads what was committed when it began).
+ */
+export async function holdUncancelled(db: Db, notificationId: string): Promise<boolean> {
+  await run(db, sql`select pg_advisory_xact_lock_shared(${pushLockNamespace}, hashtext(${notificationId}))`);
+  const [found] = await rows(db, sql<{ status: string }>`select status from notifications where id = ${notificationId}`);
+  return found !== undefined && found.status !== 'cancelled';
+}
+
+/**
+ * Ends every still-pending delivery of the notification as skipped, reason `cancelled`, and moves
+ * the counters with them, in one statement. Answers how many moved, per platform.
+ */
+export async function skipPendingAsCancelled(db: Db, notificationId: string): Promise<{ platform: string; count: number }[]> {
+  return rows(
+    db,
+    sql<{ platform: string; count: number }>`
+      with moved as (
+        update deliveries set state = 'skipped', reason = 'cancelled', completed_at = now(), truncation = null, locale = null
+         where notification_id = ${notificationId} and state = 'pending'
+        returning platform
+      ), counted as (
+        update notifications set skipped_count = skipped_count + (select count(*) from moved)
+         where id = ${notificationId}
+      )
+      select platform, count(*)::int as count from moved group by platform`,
+  );
+}
+
+/** Whether the notification was cancelled and the cancel not finished (domain/cancellation.ts). */
+export async function isCancelUnfinished(db: Db, notificationId: string): Promise<boolean> {
+  const found = await rows(db, sql`select 1 from notifications where id = ${notificationId} and status = 'cancelled' and completed_at is null`);
+  return found.length > 0;
+}
+
+export type Progress = { pending: number; accepted: number; failed: number };
+
+/** Whether a notification has deliveries left to push, from its counters. */
+export async function notificationProgress(db: Db, notificationId: string): Promise<Progress | undefined> {
+  const [found] = await rows(
+    db,
+    sql<Progress>`
+      select installations_count - accepted_count - failed_count - skipped_count as pending,
+             accepted_count as accepted, failed_count as failed
+        from notifications where id = ${notificationId}`,
+  );
+  return found;
 }
 
 export type DeliveryCounts = {
@@ -254,10 +620,9 @@ export type DeliveryCounts = {
 };
 
 /**
- * A notification's deliveries counted by state and by first event: the statistics, whether it is
- * finished, and what tests and benchmarks check. Counted from the rows, never kept as separate
- * counters, so retries and concurrent events cannot make them drift; an event kind counts once
- * per delivery (its first time is stored). Notifications without deliveries are absent.
+ * A notification's deliveries counted from the rows, by state and by first event: what the
+ * counters on the notification (kept by insertDeliveries, recordResults and reportEvent) must
+ * always equal; tests and benchmarks check them with it. Notifications without deliveries are absent.
  */
 export async function deliveryCounts(db: Db, notificationIds: string[]): Promise<DeliveryCounts[]> {
   if (notificationIds.length === 0) return [];
@@ -278,6 +643,106 @@ export async function deliveryCounts(db: Db, notificationIds: string[]): Promise
        where notification_id = any(${notificationIds}::uuid[])
        group by notification_id`,
   );
+}
+
+export type BreakdownRow = {
+  state: components['schemas']['DeliveryState'];
+  platform: components['schemas']['Platform'];
+  reason: string | null;
+  deliveries: number;
+};
+
+/**
+ * A notification's deliveries counted by state, platform and reason: why the `failed` and `skipped`
+ * counters are what they are. Reads that notification's rows through the (notification_id, id)
+ * index, a few milliseconds for the thousands a 500-user send makes: cheap enough to poll.
+ */
+export async function deliveryBreakdown(db: Db, notificationId: string): Promise<BreakdownRow[]> {
+  return rows(
+    db,
+    sql<BreakdownRow>`
+      select state, platform, reason, count(*)::int as deliveries
+        from deliveries
+       where notification_id = ${notificationId}
+       group by state, platform, reason
+       order by deliveries desc, state, platform, reason`,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading notifications
+
+/** What a notification's view shows: its counters, and how many users it targets, not who. */
+export type NotificationRow = {
+  id: string;
+  status: components['schemas']['Notification']['status'];
+  title: string | null;
+  body: string | null;
+  imageUrl: string | null;
+  actionUrl: string | null;
+  localizations: Localizations | null;
+  data: Record<string, unknown>;
+  options: Record<string, unknown>;
+  targetUsers: number;
+  createdAt: Date;
+  scheduledFor: Date | null;
+  processingStartedAt: Date | null;
+  completedAt: Date | null;
+  usersCount: number;
+  installationsCount: number;
+  acceptedCount: number;
+  failedCount: number;
+  skippedCount: number;
+  receivedCount: number;
+  displayedCount: number;
+  openedCount: number;
+};
+
+// user_ids stays in the table: up to 500 ids a row, which a view never shows.
+const notificationColumns = sql`
+  id, status, title, body, image_url as "imageUrl", action_url as "actionUrl", localizations, data, options,
+  cardinality(user_ids) as "targetUsers", created_at as "createdAt", scheduled_for as "scheduledFor",
+  processing_started_at as "processingStartedAt",
+  completed_at as "completedAt", users_count as "usersCount", installations_count as "installationsCount",
+  accepted_count as "acceptedCount", failed_count as "failedCount", skipped_count as "skippedCount",
+  received_count as "receivedCount", displayed_count as "displayedCount", opened_count as "openedCount"`;
+
+const notificationRow = (row: NotificationRow): NotificationRow => ({
+  ...row,
+  createdAt: asDate(row.createdAt),
+  scheduledFor: row.scheduledFor && asDate(row.scheduledFor),
+  processingStartedAt: row.processingStartedAt && asDate(row.processingStartedAt),
+  completedAt: row.completedAt && asDate(row.completedAt),
+});
+
+export async function findNotificationRow(db: Db, applicationId: string, id: string): Promise<NotificationRow | undefined> {
+  const [row] = await rows(
+    db,
+    sql<NotificationRow>`select ${notificationColumns} from notifications where id = ${id} and application_id = ${applicationId}`,
+  );
+  return row && notificationRow(row);
+}
+
+/**
+ * Newest first (ids are time-ordered UUIDv7), after the cursor's id; the (application_id, id) index
+ * gives them in order. A status filter reads that index until the page is full: no index on status,
+ * which every fanout moves twice (a dashboard's filter is worth less than HOT updates there).
+ */
+export async function listNotificationRows(
+  db: Db,
+  applicationId: string,
+  page: { limit: number; before?: string; status?: NotificationRow['status'] },
+): Promise<NotificationRow[]> {
+  const before = page.before === undefined ? sql`` : sql`and id < ${page.before}`;
+  const status = page.status === undefined ? sql`` : sql`and status = ${page.status}`;
+  const found = await rows(
+    db,
+    sql<NotificationRow>`
+      select ${notificationColumns} from notifications
+       where application_id = ${applicationId} ${before} ${status}
+       order by id desc limit ${page.limit}`,
+  );
+  return found.map(notificationRow);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -351,23 +816,6 @@ export async function deleteExpiredKeys(db: Db, windowHours: number, limit: numb
 // ---------------------------------------------------------------------------------------------
 // Events
 
-export type DeliveryForEvent = { installationRowId: string | null; state: string; reason: string | null };
-
-/** The delivery an event names, only if it went to that installation of that application. */
-export async function findDeliveryForEvent(
-  db: Db,
-  target: { applicationId: string; deliveryId: string; installationId: string },
-): Promise<DeliveryForEvent | undefined> {
-  const [found] = await rows(
-    db,
-    sql<DeliveryForEvent>`
-      select installation_id as "installationRowId", state, reason from deliveries
-       where id = ${target.deliveryId} and application_id = ${target.applicationId}
-         and client_installation_id = ${target.installationId}`,
-  );
-  return found;
-}
-
 export type EventRow = {
   eventId: string;
   deliveryId: string;
@@ -382,19 +830,66 @@ const eventColumns = sql`event_id as "eventId", delivery_id as "deliveryId", cli
 
 const eventRow = (row: EventRow): EventRow => ({ ...row, occurredAt: asDate(row.occurredAt), receivedAt: asDate(row.receivedAt) });
 
-/** The new event, or nothing when its event_id exists (a concurrent report waits for the first to commit). */
-export async function insertEvent(db: Db, applicationId: string, event: Omit<EventRow, 'receivedAt'>): Promise<EventRow | undefined> {
-  const [inserted] = await rows(
+/** The delivery columns holding the first time an event kind was reported, and the counter it moves. */
+export type FirstSeen = {
+  column: 'received_at' | 'displayed_at' | 'opened_at' | 'dismissed_at';
+  counter: 'received_count' | 'displayed_count' | 'opened_count' | null;
+};
+
+export type ReportedEvent =
+  | { delivery: 'unknown' }
+  | { delivery: 'skipped'; reason: string | null }
+  | { delivery: 'sent'; inserted: EventRow | undefined; notificationId: string; userId: string | null };
+
+/**
+ * An event on a delivery, in one statement: the delivery it names (only if it went to that
+ * installation of that application, locked so that concurrent reports of one kind count it once),
+ * the event unless its event_id exists (a concurrent report of the same id waits for the first to
+ * commit), the first time of its kind on the delivery (least() ignores nulls: the earliest report
+ * is kept), the notification's counter when it is the first of its kind, and the installation's
+ * last_seen_at. Nothing is written for a delivery that was skipped: it was never pushed.
+ */
+export async function reportEvent(
+  db: Db,
+  applicationId: string,
+  event: Omit<EventRow, 'receivedAt'>,
+  firstSeen: FirstSeen,
+): Promise<ReportedEvent> {
+  const column = sql.ref(firstSeen.column);
+  const counted = firstSeen.counter === null
+    ? sql``
+    : sql`, counted as (
+        update notifications n set ${sql.ref(firstSeen.counter)} = n.${sql.ref(firstSeen.counter)} + 1
+          from target, inserted where n.id = target.notification_id and target.first
+      )`;
+  const [found] = await rows(
     db,
-    sql<EventRow>`
-      insert into delivery_events
-        (id, application_id, event_id, delivery_id, client_installation_id, type, occurred_at, received_at)
-      values (gen_random_uuid(), ${applicationId}, ${event.eventId}, ${event.deliveryId}, ${event.installationId},
-              ${event.type}, ${event.occurredAt}, now())
-      on conflict (application_id, event_id) do nothing
-      returning ${eventColumns}`,
+    sql<{ state: string; reason: string | null; notificationId: string; userId: string | null } & Partial<EventRow>>`
+      with target as (
+        select id, notification_id, installation_id, user_id, state, reason, ${column} is null as first from deliveries
+         where id = ${event.deliveryId} and application_id = ${applicationId} and client_installation_id = ${event.installationId}
+           for update
+      ), inserted as (
+        insert into delivery_events
+          (id, application_id, event_id, delivery_id, client_installation_id, type, occurred_at, received_at)
+        select gen_random_uuid(), ${applicationId}, ${event.eventId}, target.id, ${event.installationId}, ${event.type},
+               ${event.occurredAt}, now()
+          from target where target.state <> 'skipped'
+        on conflict (application_id, event_id) do nothing
+        returning ${eventColumns}
+      ), seen as (
+        update deliveries d set ${column} = least(d.${column}, ${event.occurredAt})
+          from target, inserted where d.id = target.id
+      ), touched as (
+        update installations i set last_seen_at = now() from target, inserted where i.id = target.installation_id
+      )${counted}
+      select target.state, target.reason, target.notification_id as "notificationId", target.user_id as "userId", inserted.*
+        from target left join inserted on true`,
   );
-  return inserted && eventRow(inserted);
+  if (!found) return { delivery: 'unknown' };
+  if (found.state === 'skipped') return { delivery: 'skipped', reason: found.reason };
+  const { state: _state, reason: _reason, notificationId, userId, ...inserted } = found;
+  return { delivery: 'sent', inserted: inserted.eventId === null ? undefined : eventRow(inserted as EventRow), notificationId, userId };
 }
 
 export async function findEvent(db: Db, applicationId: string, eventId: string): Promise<EventRow> {
@@ -405,20 +900,82 @@ export async function findEvent(db: Db, applicationId: string, eventId: string):
   return eventRow(found);
 }
 
-/** The delivery column holding the first time an event kind was reported. */
-export type FirstSeenColumn = 'received_at' | 'displayed_at' | 'opened_at' | 'dismissed_at';
-
-/** least() ignores nulls: the earliest report of a kind is kept. */
-export async function recordFirstSeen(db: Db, deliveryId: string, column: FirstSeenColumn, at: Date): Promise<void> {
-  await run(db, sql`update deliveries set ${sql.ref(column)} = least(${sql.ref(column)}, ${at}) where id = ${deliveryId}`);
-}
-
-export async function touchInstallation(db: Db, installationRowId: string): Promise<void> {
-  await run(db, sql`update installations set last_seen_at = now() where id = ${installationRowId}`);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Tokens
+
+export type TokenRow = {
+  tokenId: string;
+  applicationId: string;
+  secretHash: string;
+  abilities: string[];
+  revokedAt: Date | null;
+  lastUsedAt: Date | null;
+  sendQuota: number | null;
+  sendWindowSeconds: number | null;
+};
+
+/** A token by its public id, with what a request needs of its application (the send policy). */
+export async function findToken(db: Db, publicId: string): Promise<TokenRow | undefined> {
+  const [found] = await rows(
+    db,
+    sql<TokenRow>`
+      select t.id as "tokenId", t.application_id as "applicationId", t.secret_hash as "secretHash", t.abilities,
+             t.revoked_at as "revokedAt", t.last_used_at as "lastUsedAt",
+             a.send_quota as "sendQuota", a.send_window_seconds as "sendWindowSeconds"
+        from api_tokens t join applications a on a.id = t.application_id
+       where t.public_id = ${publicId}`,
+  );
+  return found && { ...found, revokedAt: found.revokedAt && asDate(found.revokedAt), lastUsedAt: found.lastUsedAt && asDate(found.lastUsedAt) };
+}
+
+export type CredentialHealthRow = {
+  provider: 'apns' | 'fcm';
+  updatedAt: Date;
+  unhealthySince: Date | null;
+  lastError: string | null;
+  unreachableSince: Date | null;
+};
+
+export type ApplicationOverviewRow = {
+  id: string;
+  name: string;
+  createdAt: Date;
+  sendQuota: number | null;
+  sendWindowSeconds: number | null;
+  tokenName: string;
+  abilities: string[];
+  credentials: CredentialHealthRow[];
+};
+
+/**
+ * An application as one of its tokens sees it: the token's name and abilities, the application's
+ * own send policy (null parts: the service default), and its credentials' health, never their
+ * secrets. Undefined when the token is not the application's.
+ */
+export async function findApplicationOverview(db: Db, applicationId: string, tokenId: string): Promise<ApplicationOverviewRow | undefined> {
+  const [found] = await rows(
+    db,
+    sql<Omit<ApplicationOverviewRow, 'credentials'> & { credentials: Record<keyof CredentialHealthRow, string | null>[] }>`
+      select a.id, a.name, a.created_at as "createdAt", a.send_quota as "sendQuota", a.send_window_seconds as "sendWindowSeconds",
+             t.name as "tokenName", t.abilities,
+             coalesce((select json_agg(json_build_object(
+                                'provider', c.provider, 'updatedAt', c.updated_at, 'unhealthySince', c.unhealthy_since,
+                                'lastError', c.last_error, 'unreachableSince', c.unreachable_since))
+                         from provider_credentials c where c.application_id = a.id), '[]'::json) as credentials
+        from applications a join api_tokens t on t.application_id = a.id
+       where a.id = ${applicationId} and t.id = ${tokenId}`,
+  );
+  if (!found) return undefined;
+  // json_build_object gives timestamps as text.
+  const credentials = found.credentials.map((c) => ({
+    provider: c.provider as CredentialHealthRow['provider'],
+    updatedAt: new Date(c.updatedAt!),
+    unhealthySince: c.unhealthySince === null ? null : new Date(c.unhealthySince),
+    lastError: c.lastError,
+    unreachableSince: c.unreachableSince === null ? null : new Date(c.unreachableSince),
+  }));
+  return { ...found, createdAt: asDate(found.createdAt), credentials };
+}
 
 /**
  * A token's last use, to the minute: the condition on the database's clock makes concurrent
@@ -439,11 +996,11 @@ export async function writeTokenLastUse(db: Db, tokenId: string): Promise<void> 
 export type SealedRow = { id: string; application_id: string; provider: 'apns' | 'fcm'; secret: string };
 
 /**
- * Blocks writes (and another re-seal) but not reads, until the transaction ends: a credential
- * stored meanwhile would be sealed with a key the re-seal is moving away from.
+ * Blocks writes (and another re-seal) but not reads, until the transaction ends: a credential or a
+ * webhook secret stored meanwhile would be sealed with a key the re-seal is moving away from.
  */
 export async function lockCredentialsForReseal(db: Db): Promise<void> {
-  await run(db, sql`lock table provider_credentials in share row exclusive mode`);
+  await run(db, sql`lock table provider_credentials, webhook_endpoints in share row exclusive mode`);
 }
 
 /** Stored credentials, or only those still sealed the v1 way; `limit` to ask whether there are any. */
@@ -462,6 +1019,24 @@ export async function writeSecrets(db: Db, resealed: { id: string; secret: strin
       update provider_credentials set secret = resealed.secret
         from unnest(${resealed.map((row) => row.id)}::uuid[], ${resealed.map((row) => row.secret)}::text[]) as resealed(id, secret)
        where provider_credentials.id = resealed.id`,
+  );
+}
+
+export type SealedWebhookSecrets = { id: string; secret: string; previousSecret: string | null };
+
+export async function sealedWebhookSecrets(db: Db): Promise<SealedWebhookSecrets[]> {
+  return rows(db, sql<SealedWebhookSecrets>`select id, secret, previous_secret as "previousSecret" from webhook_endpoints order by id`);
+}
+
+export async function writeWebhookSecrets(db: Db, resealed: SealedWebhookSecrets[]): Promise<void> {
+  if (resealed.length === 0) return;
+  await run(
+    db,
+    sql`
+      update webhook_endpoints e set secret = r.secret, previous_secret = r.previous_secret
+        from unnest(${resealed.map((row) => row.id)}::uuid[], ${resealed.map((row) => row.secret)}::text[],
+                    ${resealed.map((row) => row.previousSecret)}::text[]) as r(id, secret, previous_secret)
+       where e.id = r.id`,
   );
 }
 
@@ -540,9 +1115,9 @@ export async function deleteDeliveriesOf(db: Db, notificationIds: string[], batc
 }
 
 /**
- * The notifications themselves and any key still naming one. Only those with no delivery left: a
- * notification that still has some (the budget ran out) would take them all with it in one
- * statement through the cascade.
+ * The notifications themselves and any key still naming one. Only those with no delivery left
+ * (the budget ran out before all were deleted): deliveries have no foreign key to cascade through,
+ * and a notification is never deleted before them.
  */
 export async function deleteNotifications(db: Db, notificationIds: string[]): Promise<{ notifications: number; idempotencyKeys: number }> {
   const [counts] = await rows(
@@ -563,22 +1138,270 @@ export async function deleteNotifications(db: Db, notificationIds: string[]): Pr
 }
 
 // ---------------------------------------------------------------------------------------------
+// Webhooks
+
+/** The event types the application's enabled endpoints take (the outbox keeps it a few seconds). */
+export async function webhookSubscriptions(db: Db, applicationId: string): Promise<string[]> {
+  const found = await rows(
+    db,
+    sql<{ type: string }>`select distinct unnest(events) as type from webhook_endpoints where application_id = ${applicationId} and disabled_at is null`,
+  );
+  return found.map((row) => row.type);
+}
+
+export type NewWebhookEvent = { id: string; type: components['schemas']['WebhookEventType']; data: object; createdAt: Date };
+export type QueuedWebhookDeliveries = { endpointId: string; deliveryIds: string[] };
+
+/**
+ * The outbox, in one statement: each event an enabled endpoint of the application takes, with one
+ * pending delivery per such endpoint, as the endpoints are at this moment (one removed or disabled
+ * since the subscriptions were cached gets nothing; an event nobody takes is not stored). It runs in
+ * the transaction of the change the events report. Returns the new deliveries, by endpoint.
+ */
+export async function insertWebhookEvents(db: Db, applicationId: string, events: NewWebhookEvent[]): Promise<QueuedWebhookDeliveries[]> {
+  if (events.length === 0) return [];
+  return rows(
+    db,
+    sql<QueuedWebhookDeliveries>`
+      with given as (
+        select * from unnest(${events.map((e) => e.id)}::uuid[], ${events.map((e) => e.type)}::text[],
+                             ${events.map((e) => JSON.stringify(e.data))}::jsonb[], ${events.map((e) => e.createdAt.toISOString())}::timestamptz[])
+          as e(id, type, data, created_at)
+      ), targets as (
+        select given.id as event_id, endpoint.id as endpoint_id
+          from given join webhook_endpoints endpoint
+            on endpoint.application_id = ${applicationId} and endpoint.disabled_at is null and given.type = any(endpoint.events)
+      ), stored as (
+        insert into webhook_events (id, application_id, type, data, created_at)
+        select id, ${applicationId}, type, data, created_at from given where id in (select event_id from targets)
+      ), queued as (
+        insert into webhook_deliveries (id, application_id, endpoint_id, event_id, state, attempts, created_at)
+        select gen_random_uuid(), ${applicationId}, endpoint_id, event_id, 'pending', 0, now() from targets
+        returning id, endpoint_id
+      )
+      select endpoint_id as "endpointId", array_agg(id)::text[] as "deliveryIds" from queued group by endpoint_id`,
+  );
+}
+
+export type WebhookTarget = {
+  id: string;
+  url: string;
+  secret: string;
+  previousSecret: string | null;
+  previousSecretExpiresAt: Date | null;
+  disabledAt: Date | null;
+};
+
+export type ClaimedWebhookDelivery = {
+  deliveryId: string;
+  /** Attempts made before this one. */
+  attempts: number;
+  eventId: string;
+  type: NewWebhookEvent['type'];
+  data: object;
+  createdAt: Date;
+};
+
+/** The endpoint a webhook job sends to (undefined once removed: its deliveries went with it). */
+export async function findWebhookTarget(db: Db, endpointId: string): Promise<WebhookTarget | undefined> {
+  const [found] = await rows(
+    db,
+    sql<WebhookTarget>`
+      select id, url, secret, previous_secret as "previousSecret", previous_secret_expires_at as "previousSecretExpiresAt",
+             disabled_at as "disabledAt"
+        from webhook_endpoints where id = ${endpointId}`,
+  );
+  return (
+    found && {
+      ...found,
+      previousSecretExpiresAt: found.previousSecretExpiresAt && asDate(found.previousSecretExpiresAt),
+      disabledAt: found.disabledAt && asDate(found.disabledAt),
+    }
+  );
+}
+
+/** A job's deliveries still pending, with their events, oldest event first. */
+export async function pendingWebhookDeliveries(db: Db, endpointId: string, deliveryIds: string[]): Promise<ClaimedWebhookDelivery[]> {
+  const found = await rows(
+    db,
+    sql<ClaimedWebhookDelivery>`
+      select d.id as "deliveryId", d.attempts, e.id as "eventId", e.type, e.data, e.created_at as "createdAt"
+        from webhook_deliveries d join webhook_events e on e.id = d.event_id
+       where d.id = any(${deliveryIds}::uuid[]) and d.endpoint_id = ${endpointId} and d.state = 'pending'
+       order by e.id`,
+  );
+  return found.map((row) => ({ ...row, createdAt: asDate(row.createdAt) }));
+}
+
+export type WebhookAttemptResult = {
+  deliveryId: string;
+  state: 'pending' | 'succeeded' | 'failed';
+  reason: string | null;
+  statusCode: number | null;
+  error: string | null;
+  responseExcerpt: string | null;
+  attemptedAt: Date;
+  nextAttemptAt: Date | null;
+};
+
+/**
+ * A round of attempts to one endpoint, in one statement: each delivery's attempt (only one still
+ * pending moves), and the endpoint's health. A success ends its failing streak; a round with none
+ * starts one (`failing_since`) or, once the streak is `windowSeconds` old, disables the endpoint with
+ * `disabledReason`. Returns whether the endpoint is disabled now.
+ */
+export async function recordWebhookAttempts(
+  db: Db,
+  endpointId: string,
+  round: { results: WebhookAttemptResult[]; lastAttempt: WebhookAttempt; windowSeconds: number; disabledReason: string },
+): Promise<{ disabled: boolean }> {
+  const { results } = round;
+  const succeeded = results.some((result) => result.state === 'succeeded');
+  const firstAttemptAt = new Date(Math.min(...results.map((result) => result.attemptedAt.getTime())));
+  const [endpoint] = await rows(
+    db,
+    sql<{ disabled: boolean }>`
+      with recorded as (
+        update webhook_deliveries d
+           set state = r.state, reason = r.reason, attempts = d.attempts + 1, status_code = r.status_code, error = r.error,
+               response_excerpt = r.response_excerpt, last_attempt_at = r.attempted_at, next_attempt_at = r.next_attempt_at,
+               completed_at = case when r.state = 'pending' then null else now() end
+          from unnest(${results.map((r) => r.deliveryId)}::uuid[], ${results.map((r) => r.state)}::text[],
+                      ${results.map((r) => r.reason)}::text[], ${results.map((r) => r.statusCode)}::int[],
+                      ${results.map((r) => r.error)}::text[], ${results.map((r) => r.responseExcerpt)}::text[],
+                      ${results.map((r) => r.attemptedAt.toISOString())}::timestamptz[],
+                      ${results.map((r) => r.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+            as r(id, state, reason, status_code, error, response_excerpt, attempted_at, next_attempt_at)
+         where d.id = r.id and d.state = 'pending'
+      ), streak as (
+        select e.id, case when ${succeeded}::boolean then null else coalesce(e.failing_since, ${firstAttemptAt}) end as failing_since
+          from webhook_endpoints e where e.id = ${endpointId}
+      )
+      update webhook_endpoints e
+         set last_attempt = ${JSON.stringify(round.lastAttempt)}::jsonb,
+             failing_since = streak.failing_since,
+             disabled_reason = case when e.disabled_at is null and streak.failing_since <= now() - make_interval(secs => ${round.windowSeconds})
+                                    then ${round.disabledReason} else e.disabled_reason end,
+             disabled_at = case when e.disabled_at is null and streak.failing_since <= now() - make_interval(secs => ${round.windowSeconds})
+                                then now() else e.disabled_at end
+        from streak
+       where e.id = streak.id
+      returning e.disabled_at is not null as disabled`,
+  );
+  return { disabled: endpoint?.disabled ?? true };
+}
+
+/** Gives up deliveries still pending: failed, with the reason (`endpoint_disabled`, `internal_error`). */
+export async function endWebhookDeliveries(db: Db, deliveryIds: string[], reason: string): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  await run(
+    db,
+    sql`
+      update webhook_deliveries set state = 'failed', reason = ${reason}, next_attempt_at = null, completed_at = now()
+       where id = any(${deliveryIds}::uuid[]) and state = 'pending'`,
+  );
+}
+
+export type WebhookDeliveryRow = {
+  id: string;
+  eventId: string;
+  eventType: NewWebhookEvent['type'];
+  state: components['schemas']['WebhookDeliveryState'];
+  reason: string | null;
+  attempts: number;
+  statusCode: number | null;
+  error: string | null;
+  responseExcerpt: string | null;
+  createdAt: Date;
+  lastAttemptAt: Date | null;
+  nextAttemptAt: Date | null;
+  completedAt: Date | null;
+};
+
+/** An endpoint's delivery log, newest event first (event ids are UUIDv7), after the cursor's event. */
+export async function webhookDeliveryRows(
+  db: Db,
+  endpointId: string,
+  page: { limit: number; before?: string; state?: WebhookDeliveryRow['state'] },
+): Promise<WebhookDeliveryRow[]> {
+  const before = page.before === undefined ? sql`` : sql`and d.event_id < ${page.before}`;
+  const state = page.state === undefined ? sql`` : sql`and d.state = ${page.state}`;
+  const found = await rows(
+    db,
+    sql<WebhookDeliveryRow>`
+      select d.id, d.event_id as "eventId", e.type as "eventType", d.state, d.reason, d.attempts, d.status_code as "statusCode",
+             d.error, d.response_excerpt as "responseExcerpt", d.created_at as "createdAt", d.last_attempt_at as "lastAttemptAt",
+             d.next_attempt_at as "nextAttemptAt", d.completed_at as "completedAt"
+        from webhook_deliveries d join webhook_events e on e.id = d.event_id
+       where d.endpoint_id = ${endpointId} ${before} ${state}
+       order by d.event_id desc limit ${page.limit}`,
+  );
+  return found.map((row) => ({
+    ...row,
+    createdAt: asDate(row.createdAt),
+    lastAttemptAt: row.lastAttemptAt && asDate(row.lastAttemptAt),
+    nextAttemptAt: row.nextAttemptAt && asDate(row.nextAttemptAt),
+    completedAt: row.completedAt && asDate(row.completedAt),
+  }));
+}
+
+/**
+ * Retention: up to `limit` finished webhook deliveries of events created before the horizon. A
+ * delivery still pending stays (a retry window longer than the retention), and so does its event.
+ */
+export async function deleteExpiredWebhookDeliveries(db: Db, retentionDays: number, limit: number): Promise<number> {
+  const [{ count }] = await rows(
+    db,
+    sql<{ count: number }>`
+      with gone as (
+        delete from webhook_deliveries where id in (
+          select d.id from webhook_events e join webhook_deliveries d on d.event_id = e.id
+           where e.created_at < now() - make_interval(days => ${retentionDays}) and d.state <> 'pending'
+           order by e.created_at limit ${limit})
+        returning 1
+      )
+      select count(*)::int as count from gone`,
+  );
+  return count;
+}
+
+/** Retention, after the deliveries: up to `limit` webhook events created before the horizon that have none left. */
+export async function deleteExpiredWebhookEvents(db: Db, retentionDays: number, limit: number): Promise<number> {
+  const [{ count }] = await rows(
+    db,
+    sql<{ count: number }>`
+      with gone as (
+        delete from webhook_events where id in (
+          select e.id from webhook_events e
+           where e.created_at < now() - make_interval(days => ${retentionDays})
+             and not exists (select 1 from webhook_deliveries d where d.event_id = e.id)
+           order by e.created_at limit ${limit})
+        returning 1
+      )
+      select count(*)::int as count from gone`,
+  );
+  return count;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Job leases (worker/leases.ts)
 
 /** Session-level: held as long as the holder's dedicated connection lives. */
 export const takeHolderLock = (namespace: number, holder: number) => sql`select pg_advisory_lock(${namespace}, ${holder})`;
 
-export async function takeLease(db: Db, lease: { jobId: string; queueSchema: string; queue: string; holder: number }): Promise<void> {
+/** Leases a worker's fetch (one job, or a batch of scheduled fanouts) in one statement. */
+export async function takeLeases(db: Db, lease: { jobIds: string[]; queueSchema: string; queue: string; holder: number }): Promise<void> {
   await run(
     db,
     sql`
-      insert into job_leases (job_id, queue_schema, queue, holder) values (${lease.jobId}, ${lease.queueSchema}, ${lease.queue}, ${lease.holder})
+      insert into job_leases (job_id, queue_schema, queue, holder)
+      select job_id, ${lease.queueSchema}, ${lease.queue}, ${lease.holder} from unnest(${lease.jobIds}::uuid[]) as job_id
       on conflict (job_id) do update set holder = excluded.holder, taken_at = now()`,
   );
 }
 
-export async function releaseLease(db: Db, jobId: string, holder: number): Promise<void> {
-  await run(db, sql`delete from job_leases where job_id = ${jobId} and holder = ${holder}`);
+export async function releaseLeases(db: Db, jobIds: string[], holder: number): Promise<void> {
+  await run(db, sql`delete from job_leases where job_id = any(${jobIds}::uuid[]) and holder = ${holder}`);
 }
 
 /** Holders with leases whose advisory lock nobody holds: their process is gone (or reconnecting). */

@@ -1,10 +1,19 @@
 // Provider credentials per application: the non-secret settings in clear (for `credentials
-// show`), the key material AES-256-GCM encrypted with HERALD_CREDENTIALS_KEY.
+// show`), the key material AES-256-GCM encrypted with HERALD_CREDENTIALS_KEY; and the webhook
+// endpoints' signing secrets, sealed with the same key.
 import { createCipheriv, createDecipheriv, createPrivateKey, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../logging/logger.ts';
-import { ProviderCredential } from '../db/entities.ts';
-import { lockCredentialsForReseal, sealedCredentials, writeSecrets, type SealedRow } from '../db/sql.ts';
+import { ProviderCredential, WebhookEndpoint } from '../db/entities.ts';
+import {
+  lockCredentialsForReseal,
+  sealedCredentials,
+  sealedWebhookSecrets,
+  writeSecrets,
+  writeWebhookSecrets,
+  type SealedRow,
+  type SealedWebhookSecrets,
+} from '../db/sql.ts';
 
 export type ApnsCredentials = {
   /** PEM of the .p8 signing key. */
@@ -27,41 +36,72 @@ export type CredentialOwner = { applicationId: string; provider: Provider };
 
 const algorithm = 'aes-256-gcm';
 
+/**
+ * What a sealed secret is bound to: the AES-GCM associated data, which must be the same to open it,
+ * and how an error names the secret and the other owners it might have been sealed for.
+ */
+type Binding = { associatedData: string; what: string; others: string };
+
 // v2 seals the secret with its owner as associated data: a secret copied onto another
 // application's or provider's row does not open there. v1 (no owner) is still read, and re-sealed
 // as v2 by a worker's start (upgradeSealedCredentials) or by `herald credentials rotate-key`.
-function associatedData(owner: CredentialOwner): Buffer {
-  return Buffer.from(`herald:credential:${owner.applicationId}:${owner.provider}`, 'utf8');
+function credentialBinding(owner: CredentialOwner): Binding {
+  return {
+    associatedData: `herald:credential:${owner.applicationId}:${owner.provider}`,
+    what: `the ${owner.provider} credentials of application ${owner.applicationId}`,
+    others: 'another application or provider',
+  };
 }
 
-export function encryptSecret(plaintext: string, key: Buffer, owner: CredentialOwner): string {
+// A webhook endpoint's signing secret, bound to its endpoint (always v2).
+function webhookSecretBinding(endpointId: string): Binding {
+  return { associatedData: `herald:webhook-secret:${endpointId}`, what: `the signing secret of webhook endpoint ${endpointId}`, others: 'another endpoint' };
+}
+
+function seal(plaintext: string, key: Buffer, binding: Binding): string {
   const iv = randomBytes(12);
   const cipher = createCipheriv(algorithm, key, iv);
-  cipher.setAAD(associatedData(owner));
+  cipher.setAAD(Buffer.from(binding.associatedData, 'utf8'));
   const sealed = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
   return ['v2', iv.toString('base64'), cipher.getAuthTag().toString('base64'), sealed.toString('base64')].join('.');
 }
 
-export function decryptSecret(stored: string, key: Buffer, owner: CredentialOwner): string {
+function unseal(stored: string, key: Buffer, binding: Binding): string {
   const parts = stored.split('.');
   const [version, iv, tag, sealed] = parts;
-  const which = `the ${owner.provider} credentials of application ${owner.applicationId}`;
   if (parts.length !== 4 || (version !== 'v1' && version !== 'v2')) {
-    throw new Error(`Cannot open ${which}: unknown encryption format ${version}.`);
+    throw new Error(`Cannot open ${binding.what}: unknown encryption format ${version}.`);
   }
   const decipher = createDecipheriv(algorithm, key, Buffer.from(iv, 'base64'));
   decipher.setAuthTag(Buffer.from(tag, 'base64'));
-  if (version === 'v2') decipher.setAAD(associatedData(owner));
+  if (version === 'v2') decipher.setAAD(Buffer.from(binding.associatedData, 'utf8'));
   try {
     return Buffer.concat([decipher.update(Buffer.from(sealed, 'base64')), decipher.final()]).toString('utf8');
   } catch {
     // GCM cannot tell a wrong key from a wrong owner: both are named.
     throw new Error(
       version === 'v2'
-        ? `Cannot open ${which}: HERALD_CREDENTIALS_KEY is not the key they were sealed with, or they were sealed for another application or provider.`
-        : `Cannot open ${which}: HERALD_CREDENTIALS_KEY is not the key they were sealed with.`,
+        ? `Cannot open ${binding.what}: HERALD_CREDENTIALS_KEY is not the key they were sealed with, or they were sealed for ${binding.others}.`
+        : `Cannot open ${binding.what}: HERALD_CREDENTIALS_KEY is not the key they were sealed with.`,
     );
   }
+}
+
+export function encryptSecret(plaintext: string, key: Buffer, owner: CredentialOwner): string {
+  return seal(plaintext, key, credentialBinding(owner));
+}
+
+export function decryptSecret(stored: string, key: Buffer, owner: CredentialOwner): string {
+  return unseal(stored, key, credentialBinding(owner));
+}
+
+/** A webhook endpoint's signing secret, sealed with HERALD_CREDENTIALS_KEY like the provider credentials. */
+export function sealWebhookSecret(secret: string, key: Buffer, endpointId: string): string {
+  return seal(secret, key, webhookSecretBinding(endpointId));
+}
+
+export function openWebhookSecret(stored: string, key: Buffer, endpointId: string): string {
+  return unseal(stored, key, webhookSecretBinding(endpointId));
 }
 
 export function credentialsKey(base64: string | undefined): Buffer | null {
@@ -125,14 +165,17 @@ export function openCredential(credential: ProviderCredential, key: Buffer): Apn
   return { key: secret, keyId, teamId, bundleId, sandbox };
 }
 
-/** At start: stored credentials without the key to open them is a configuration error. */
+/** At start: stored credentials (or webhook signing secrets) without the key to open them is a configuration error. */
 export async function assertCredentialsReadable(em: EntityManager, key: Buffer | null): Promise<void> {
   if (key) return;
-  const count = await em.count(ProviderCredential, {});
-  if (count > 0) {
-    throw new Error(
-      `${count} provider credential(s) are stored but HERALD_CREDENTIALS_KEY is not set: set it to the key they were stored with.`,
-    );
+  const credentials = await em.count(ProviderCredential, {});
+  const endpoints = await em.count(WebhookEndpoint, {});
+  const stored = [
+    ...(credentials > 0 ? [`${credentials} provider credential(s)`] : []),
+    ...(endpoints > 0 ? [`${endpoints} webhook signing secret(s)`] : []),
+  ];
+  if (stored.length > 0) {
+    throw new Error(`${stored.join(' and ')} are stored but HERALD_CREDENTIALS_KEY is not set: set it to the key they were stored with.`);
   }
 }
 
@@ -168,11 +211,14 @@ export async function upgradeSealedCredentials(em: EntityManager, key: Buffer | 
   });
 }
 
+export type Rotated = { credentials: number; webhookSecrets: number };
+
 /**
- * `herald credentials rotate-key`: re-seals every stored credential under a new key, in one
- * transaction, and returns how many. If any does not open with the current key, nothing changes.
+ * `herald credentials rotate-key`: re-seals every stored credential and webhook signing secret
+ * under a new key, in one transaction, and says how many. If any does not open with the current
+ * key, nothing changes.
  */
-export async function rotateCredentialsKey(em: EntityManager, currentKey: Buffer, newKey: Buffer): Promise<number> {
+export async function rotateCredentialsKey(em: EntityManager, currentKey: Buffer, newKey: Buffer): Promise<Rotated> {
   if (currentKey.equals(newKey)) throw new Error('The new key is HERALD_CREDENTIALS_KEY itself: nothing to rotate.');
   return em.transactional(async (tx) => {
     await lockCredentialsForReseal(tx);
@@ -186,14 +232,30 @@ export async function rotateCredentialsKey(em: EntityManager, currentKey: Buffer
         unreadable.push(`${row.provider} of application ${row.application_id}`);
       }
     }
+    const endpoints = await sealedWebhookSecrets(tx);
+    const resealedEndpoints: SealedWebhookSecrets[] = [];
+    for (const endpoint of endpoints) {
+      const move = (stored: string | null) => stored && sealWebhookSecret(openWebhookSecret(stored, currentKey, endpoint.id), newKey, endpoint.id);
+      try {
+        resealedEndpoints.push({ id: endpoint.id, secret: move(endpoint.secret)!, previousSecret: move(endpoint.previousSecret) });
+      } catch {
+        unreadable.push(`webhook endpoint ${endpoint.id}`);
+      }
+    }
     if (unreadable.length > 0) {
+      const credentialsUnreadable = rows.length - resealed.length;
+      const secretsUnreadable = endpoints.length - resealedEndpoints.length;
+      const counted = [
+        ...(credentialsUnreadable > 0 ? [`${credentialsUnreadable} of ${rows.length} stored credential(s)`] : []),
+        ...(secretsUnreadable > 0 ? [`${secretsUnreadable} of ${endpoints.length} webhook signing secret(s)`] : []),
+      ];
       throw new Error(
-        `${unreadable.length} of ${rows.length} stored credential(s) do not open with HERALD_CREDENTIALS_KEY (${unreadable.join(', ')}): ` +
+        `${counted.join(' and ')} do not open with HERALD_CREDENTIALS_KEY (${unreadable.join(', ')}): ` +
           'nothing was re-encrypted. Set HERALD_CREDENTIALS_KEY to the key they were stored with, or store those credentials again.',
       );
     }
     await writeSecrets(tx, resealed);
-    return resealed.length;
+    await writeWebhookSecrets(tx, resealedEndpoints);
+    return { credentials: resealed.length, webhookSecrets: resealedEndpoints.length };
   });
 }
-

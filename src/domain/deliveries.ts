@@ -3,15 +3,18 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { decodeCursor, toPage } from './cursor.ts';
 import { Delivery } from '../db/entities.ts';
+import { deliveryBreakdown, type BreakdownRow } from '../db/sql.ts';
 import { findNotification } from './notifications.ts';
+import type { DeliveryRecord } from '../db/sql.ts';
 
 export type DeliveryView = components['schemas']['Delivery'];
+export type DeliveryFilter = { userId?: string; state?: DeliveryView['state']; platform?: DeliveryView['platform']; reason?: string };
 
 export async function listDeliveries(
   em: EntityManager,
   applicationId: string,
   notificationId: string,
-  page: { limit: number; cursor?: string; userId?: string; state?: DeliveryView['state'] },
+  page: { limit: number; cursor?: string } & DeliveryFilter,
 ): Promise<{ deliveries: Delivery[]; nextCursor: string | null }> {
   const notification = await findNotification(em, applicationId, notificationId);
   const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
@@ -22,6 +25,8 @@ export async function listDeliveries(
       ...(after ? { id: { $gt: after } } : {}),
       ...(page.userId !== undefined ? { userId: page.userId } : {}),
       ...(page.state !== undefined ? { state: page.state } : {}),
+      ...(page.platform !== undefined ? { platform: page.platform } : {}),
+      ...(page.reason !== undefined ? { reason: page.reason } : {}),
     },
     { orderBy: { id: 'asc' }, limit: page.limit + 1 },
   );
@@ -29,9 +34,16 @@ export async function listDeliveries(
   return { deliveries, nextCursor };
 }
 
+/** Why `failed` and `skipped` are what they are: the deliveries counted by state, platform and reason. */
+export async function breakdownOf(em: EntityManager, applicationId: string, notificationId: string): Promise<BreakdownRow[]> {
+  const notification = await findNotification(em, applicationId, notificationId);
+  return deliveryBreakdown(em, notification.id);
+}
+
 const iso = (date: Date | null | undefined) => date?.toISOString() ?? null;
 
-export function deliveryView(delivery: Delivery): DeliveryView {
+/** A delivery as the API shows it, from its entity or from a statement's row (a `delivery.failed` webhook's). */
+export function deliveryView(delivery: Delivery | DeliveryRecord): DeliveryView {
   return {
     id: delivery.id,
     installation_id: delivery.clientInstallationId,
@@ -41,6 +53,7 @@ export function deliveryView(delivery: Delivery): DeliveryView {
     reason: delivery.reason ?? null,
     attempts: delivery.attempts,
     provider_message_id: delivery.providerMessageId ?? null,
+    locale: delivery.locale ?? null,
     truncation: delivery.truncation ?? null,
     created_at: delivery.createdAt.toISOString(),
     last_attempt_at: iso(delivery.lastAttemptAt),

@@ -3,19 +3,20 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { conflict, notFound, validationFailed } from './errors.ts';
 import { isUuid } from './ids.ts';
-import { findDeliveryForEvent, findEvent, insertEvent, recordFirstSeen, touchInstallation, type EventRow, type FirstSeenColumn } from '../db/sql.ts';
+import { findEvent, reportEvent, type EventRow, type FirstSeen } from '../db/sql.ts';
+import { eventReported, type WebhookOutbox } from './webhook-outbox.ts';
 
 type Schemas = components['schemas'];
 export type EventRequest = Schemas['EventCreate'];
 export type EventView = Schemas['Event'];
 export type EventType = EventRequest['type'];
 
-/** The delivery column holding the first time each kind was reported. */
-const firstSeenColumn: Record<EventType, FirstSeenColumn> = {
-  received: 'received_at',
-  displayed: 'displayed_at',
-  opened: 'opened_at',
-  dismissed: 'dismissed_at',
+/** Where each kind's first report is kept on the delivery, and the statistic it counts in (dismissed: none). */
+const firstSeen: Record<EventType, FirstSeen> = {
+  received: { column: 'received_at', counter: 'received_count' },
+  displayed: { column: 'displayed_at', counter: 'displayed_count' },
+  opened: { column: 'opened_at', counter: 'opened_count' },
+  dismissed: { column: 'dismissed_at', counter: null },
 };
 
 export const eventConflictMessage = 'This event_id was already recorded with different content.';
@@ -25,10 +26,29 @@ export function neverSentMessage(reason: string | null): string {
   return `The delivery was never sent (skipped${reason ? `: ${reason}` : ''}), so it cannot have events.`;
 }
 
+/**
+ * Records an event, and when the application has an endpoint for `event.reported`, its webhook in
+ * the same transaction (only a new event: a replay reports nothing new).
+ */
 export async function recordEvent(
+  em: EntityManager,
+  webhooks: WebhookOutbox,
+  applicationId: string,
+  request: EventRequest,
+): Promise<{ event: EventView; created: boolean }> {
+  if (!(await webhooks.wants(em, applicationId, 'event.reported'))) return record(em, applicationId, request);
+  return em.transactional(async (tx) =>
+    record(tx, applicationId, request, (event, notificationId, userId) =>
+      webhooks.emit(tx, applicationId, [eventReported(event, notificationId, userId)]),
+    ),
+  );
+}
+
+async function record(
   em: EntityManager,
   applicationId: string,
   request: EventRequest,
+  announce?: (event: EventView, notificationId: string, userId: string | null) => Promise<void>,
 ): Promise<{ event: EventView; created: boolean }> {
   const occurredAt = new Date(request.occurred_at);
   // date-time admits values a Date or Postgres cannot hold (a leap second, year 0).
@@ -38,42 +58,30 @@ export async function recordEvent(
   if (!isUuid(request.delivery_id)) throw notFound();
   const eventId = request.event_id.toLowerCase();
 
-  return em.transactional(async (tx) => {
-    const delivery = await findDeliveryForEvent(tx, {
-      applicationId,
-      deliveryId: request.delivery_id,
-      installationId: request.installation_id,
-    });
-    if (!delivery) throw notFound();
-    // A skipped delivery was never pushed, so no device can report on it. Pending, accepted and
-    // failed ones may have reached the device (a push that timed out can still arrive).
-    if (delivery.state === 'skipped') {
-      throw validationFailed({ delivery_id: [neverSentMessage(delivery.reason)] });
-    }
+  // A skipped delivery was never pushed, so no device can report on it. Pending, accepted and
+  // failed ones may have reached the device (a push that timed out can still arrive).
+  const reported = await reportEvent(
+    em,
+    applicationId,
+    { eventId, deliveryId: request.delivery_id, installationId: request.installation_id, type: request.type, occurredAt },
+    firstSeen[request.type],
+  );
+  if (reported.delivery === 'unknown') throw notFound();
+  if (reported.delivery === 'skipped') throw validationFailed({ delivery_id: [neverSentMessage(reported.reason)] });
+  if (reported.inserted) {
+    const event = eventView(reported.inserted);
+    await announce?.(event, reported.notificationId, reported.userId);
+    return { event, created: true };
+  }
 
-    // A concurrent report of the same event_id waits here for the first one to commit.
-    const inserted = await insertEvent(tx, applicationId, {
-      eventId,
-      deliveryId: request.delivery_id,
-      installationId: request.installation_id,
-      type: request.type,
-      occurredAt,
-    });
-    if (inserted) {
-      await recordFirstSeen(tx, request.delivery_id, firstSeenColumn[request.type], occurredAt);
-      if (delivery.installationRowId) await touchInstallation(tx, delivery.installationRowId);
-      return { event: eventView(inserted), created: true };
-    }
-
-    const existing = await findEvent(tx, applicationId, eventId);
-    const same =
-      existing.deliveryId === request.delivery_id.toLowerCase() &&
-      existing.installationId === request.installation_id &&
-      existing.type === request.type &&
-      existing.occurredAt.getTime() === occurredAt.getTime();
-    if (!same) throw conflict(eventConflictMessage);
-    return { event: eventView(existing), created: false };
-  });
+  const existing = await findEvent(em, applicationId, eventId);
+  const same =
+    existing.deliveryId === request.delivery_id.toLowerCase() &&
+    existing.installationId === request.installation_id &&
+    existing.type === request.type &&
+    existing.occurredAt.getTime() === occurredAt.getTime();
+  if (!same) throw conflict(eventConflictMessage);
+  return { event: eventView(existing), created: false };
 }
 
 function eventView(row: EventRow): EventView {

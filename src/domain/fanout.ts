@@ -70,32 +70,44 @@ export function retryDelaySeconds(attempt: number, retryAfterSeconds?: number, r
 export function jobPriority(options: { priority?: unknown }): number {
   return options.priority === 'high' ? highPriority : 0;
 }
-const highPriority = 10;
+export const highPriority = 10;
 
 export function ttlSeconds(notification: Pick<Notification, 'options'>): number | undefined {
   const ttl = notification.options.ttl;
   return typeof ttl === 'number' ? ttl : undefined;
 }
 
-/** When the push stops being worth delivering: created_at + ttl (the time queued counts). */
-export function expiresAt(notification: Pick<Notification, 'options' | 'createdAt'>): Date | null {
+type Timed = Pick<Notification, 'options' | 'createdAt'> & { scheduledFor?: Date | null };
+
+/** What a ttl counts from: the time a scheduled send was due, else the send (the time queued counts). */
+function sentAt(notification: Timed): Date {
+  return notification.scheduledFor ?? notification.createdAt;
+}
+
+/** When the push stops being worth delivering: sent + ttl. */
+export function expiresAt(notification: Timed): Date | null {
   const ttl = ttlSeconds(notification);
-  return ttl === undefined ? null : new Date(notification.createdAt.getTime() + ttl * 1000);
+  return ttl === undefined ? null : new Date(sentAt(notification).getTime() + ttl * 1000);
 }
 
 /**
- * Whether an attempt may still be made: until created_at + ttl (the default horizon without a
- * ttl). A ttl of 0 means "now or never": one attempt, no retry. `at` lets a retry be judged at
- * the time it would run.
+ * Whether an attempt may still be made: until sent + ttl (the default horizon without a ttl). A
+ * ttl of 0 means "now or never": one attempt, no retry. `at` lets a retry be judged at the time it
+ * would run.
  */
-export function mayAttempt(
-  notification: Pick<Notification, 'options' | 'createdAt'>,
-  attempt: number,
-  at: Date = new Date(),
-): boolean {
+export function mayAttempt(notification: Timed, attempt: number, at: Date = new Date()): boolean {
   const ttl = ttlSeconds(notification);
   if (ttl === 0) return attempt <= 1;
-  return at.getTime() <= notification.createdAt.getTime() + (ttl ?? defaultRetryHorizonSeconds) * 1000;
+  return at.getTime() <= sentAt(notification).getTime() + (ttl ?? defaultRetryHorizonSeconds) * 1000;
+}
+
+/**
+ * Whether a push's attempt is written before it goes out rather than with its outcome: for ttl 0
+ * (now or never) only, whose single attempt must stay single even if the process dies before the
+ * outcome is recorded. Otherwise retries are bounded by time, and one write per push is cheaper.
+ */
+export function countsAttemptBeforePush(notification: Pick<Notification, 'options'>): boolean {
+  return ttlSeconds(notification) === 0;
 }
 
 export type FinalStatus = 'completed' | 'partial' | 'failed';

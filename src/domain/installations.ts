@@ -1,10 +1,19 @@
 // Installation rules: PUT is a full replace that keeps history fields, PATCH changes the user or
-// the permission, and another application's installation does not exist.
-import { LockMode, UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
+// the permission, and another application's installation does not exist. Each write is one
+// statement (db/sql.ts upsertInstallation and patchInstallation state what they keep and move).
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
+import { decodeCursor, toPage } from './cursor.ts';
 import { notFound } from './errors.ts';
 import { providerIdentifierType } from './platforms.ts';
 import { Installation, type DeviceDetails } from '../db/entities.ts';
+import {
+  findInstallationRow,
+  listUserInstallationRows,
+  patchInstallation,
+  upsertInstallation,
+  type InstallationRow,
+} from '../db/sql.ts';
 
 type Schemas = components['schemas'];
 export type InstallationInput = Schemas['InstallationPut'];
@@ -13,45 +22,9 @@ export type InstallationView = Schemas['Installation'];
 
 const deviceFields = ['app_version', 'os_version', 'model', 'locale', 'timezone'] as const;
 
+/** A replace is full: a device field left out becomes null. */
 function deviceDetails(input: InstallationInput['device']): DeviceDetails {
   return Object.fromEntries(deviceFields.map((field) => [field, input?.[field] ?? null])) as DeviceDetails;
-}
-
-/**
- * The fields a PUT writes. A replace keeps `registered_at`, moves `identifier_updated_at` and
- * `permission_updated_at` only when those values change, and a new identifier re-activates an
- * installation a provider had invalidated (the app got a fresh token).
- */
-export function replacement(existing: Installation | null, input: InstallationInput, now: Date) {
-  const permission = input.permission ?? 'unknown';
-  const identifier = input.provider.identifier;
-  const identifierChanged = !existing || existing.providerIdentifier !== identifier;
-  const keepsInvalidation = existing && !identifierChanged && existing.status === 'invalid';
-  return {
-    platform: input.platform,
-    providerIdentifier: identifier,
-    permission,
-    userId: input.user_id ?? null,
-    device: deviceDetails(input.device),
-    registeredAt: existing?.registeredAt ?? now,
-    lastSeenAt: now,
-    identifierUpdatedAt: identifierChanged ? now : existing.identifierUpdatedAt,
-    permissionUpdatedAt: !existing || existing.permission !== permission ? now : existing.permissionUpdatedAt,
-    status: keepsInvalidation ? existing.status : 'active',
-    invalidatedAt: keepsInvalidation ? existing.invalidatedAt : null,
-    invalidReason: keepsInvalidation ? existing.invalidReason : null,
-  };
-}
-
-/**
- * Whether a provider's report that a push address is dead is stale. APNs dates its 410 (when it
- * found the token no longer valid); a date older than the installation's last identifier change
- * concerns an identifier the device has replaced since, so it must not invalidate the
- * installation. A report without a date (FCM, APNs's other reasons) is never stale. The worker
- * applies this rule in SQL (db/sql.ts invalidateInstallations), where the identifier's date is.
- */
-export function isStaleInvalidation(providerTimestamp: Date | null, identifierUpdatedAt: Date): boolean {
-  return providerTimestamp !== null && providerTimestamp.getTime() < identifierUpdatedAt.getTime();
 }
 
 export async function registerInstallation(
@@ -59,49 +32,40 @@ export async function registerInstallation(
   applicationId: string,
   installationId: string,
   input: InstallationInput,
-): Promise<{ installation: Installation; created: boolean }> {
-  const attempt = () =>
-    em.transactional(async (tx) => {
-      const existing = await tx.findOne(
-        Installation,
-        { applicationId, installationId },
-        { lockMode: LockMode.PESSIMISTIC_WRITE },
-      );
-      const fields = replacement(existing, input, new Date());
-      if (existing) {
-        tx.assign(existing, fields);
-        return { installation: existing, created: false };
-      }
-      return { installation: tx.create(Installation, { applicationId, installationId, ...fields }), created: true };
-    });
-  try {
-    return await attempt();
-  } catch (error) {
-    // Two first registrations raced: the loser now finds the row and replaces it.
-    if (error instanceof UniqueConstraintViolationException) return attempt();
-    throw error;
-  }
+): Promise<{ installation: InstallationRow; created: boolean }> {
+  return upsertInstallation(
+    em,
+    { applicationId, installationId },
+    {
+      platform: input.platform,
+      providerIdentifier: input.provider.identifier,
+      permission: input.permission ?? 'unknown',
+      userId: input.user_id ?? null,
+      device: deviceDetails(input.device),
+    },
+    new Date(),
+  );
 }
 
-export async function findInstallation(
-  em: EntityManager,
-  applicationId: string,
-  installationId: string,
-): Promise<Installation> {
-  const installation = await em.findOne(Installation, { applicationId, installationId });
+export async function findInstallation(em: EntityManager, applicationId: string, installationId: string): Promise<InstallationRow> {
+  const installation = await findInstallationRow(em, { applicationId, installationId });
   if (!installation) throw notFound();
   return installation;
 }
 
-/** The fields a PATCH writes: the user as given, and `permission_updated_at` only on a new permission. */
-export function patchedFields(existing: Installation, patch: InstallationPatch, now: Date) {
-  const permissionChanged = patch.permission !== undefined && patch.permission !== existing.permission;
-  return {
-    userId: patch.user_id !== undefined ? patch.user_id : existing.userId,
-    permission: permissionChanged ? patch.permission! : existing.permission,
-    permissionUpdatedAt: permissionChanged ? now : existing.permissionUpdatedAt,
-    lastSeenAt: now,
-  };
+/**
+ * A user's installations, invalid ones included (why a push did not reach a device starts here),
+ * newest registration first. The cursor is the last row id of the previous page.
+ */
+export async function listUserInstallations(
+  em: EntityManager,
+  applicationId: string,
+  page: { userId: string; limit: number; cursor?: string },
+): Promise<{ installations: InstallationRow[]; nextCursor: string | null }> {
+  const before = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
+  const rows = await listUserInstallationRows(em, applicationId, page.userId, { limit: page.limit + 1, before });
+  const { items: installations, nextCursor } = toPage(rows, page.limit);
+  return { installations, nextCursor };
 }
 
 export async function updateInstallation(
@@ -109,29 +73,18 @@ export async function updateInstallation(
   applicationId: string,
   installationId: string,
   patch: InstallationPatch,
-): Promise<Installation> {
-  return em.transactional(async (tx) => {
-    const installation = await tx.findOne(
-      Installation,
-      { applicationId, installationId },
-      { lockMode: LockMode.PESSIMISTIC_WRITE },
-    );
-    if (!installation) throw notFound();
-    tx.assign(installation, patchedFields(installation, patch, new Date()));
-    return installation;
-  });
+): Promise<InstallationRow> {
+  const installation = await patchInstallation(em, { applicationId, installationId }, { userId: patch.user_id, permission: patch.permission }, new Date());
+  if (!installation) throw notFound();
+  return installation;
 }
 
-export async function deleteInstallation(
-  em: EntityManager,
-  applicationId: string,
-  installationId: string,
-): Promise<void> {
+export async function deleteInstallation(em: EntityManager, applicationId: string, installationId: string): Promise<void> {
   const deleted = await em.nativeDelete(Installation, { applicationId, installationId });
   if (deleted === 0) throw notFound();
 }
 
-export function installationView(installation: Installation): InstallationView {
+export function installationView(installation: InstallationRow): InstallationView {
   return {
     id: installation.id,
     installation_id: installation.installationId,

@@ -1,7 +1,8 @@
-// What each provider receives for a notification. The visible text is cut to fit each provider's
-// payload limit (fitToPlatform: the fanout records the cut per delivery, the deliver jobs push
-// exactly the cut content); only what cannot be cut (data, options, overrides) too large for a
-// provider is refused at send time (payloadProblems, 422).
+// What each provider receives for a notification. A device receives the default title and body or
+// one localization's (contentFor). The visible text is cut to fit each provider's payload limit
+// (fitToPlatform: the fanout records the cut per delivery, the deliver jobs push exactly the cut
+// content); only what cannot be cut (data, options, overrides) too large for a provider is refused
+// at send time (payloadProblems, 422).
 import type { Notification, Truncation } from '../db/entities.ts';
 import type { components } from '../generated/api.ts';
 import type { Platform } from './platforms.ts';
@@ -9,19 +10,39 @@ import type { Platform } from './platforms.ts';
 type Send = components['schemas']['NotificationSend'];
 export type PushContent = Pick<Send, 'notification' | 'data' | 'options'>;
 export type PushIds = { deliveryId: string; notificationId: string };
+export type Localizations = components['schemas']['Localizations'];
 
-/** What the notification shows and carries, as sent: the API echoes it, the providers receive it. */
-export function pushContent(notification: Notification): Required<PushContent> & Pick<components['schemas']['Notification'], 'notification'> {
+/**
+ * What the notification shows and carries, as sent: the API echoes it; contentFor makes of it what
+ * one device receives.
+ */
+export function pushContent(
+  notification: Pick<Notification, 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options'>,
+): Required<PushContent> & Pick<components['schemas']['Notification'], 'notification'> {
   return {
     notification: {
       title: notification.title ?? null,
       body: notification.body ?? null,
       image_url: notification.imageUrl ?? null,
       action_url: notification.actionUrl ?? null,
+      localizations: notification.localizations ?? {},
     },
     data: notification.data,
     options: notification.options,
   };
+}
+
+/**
+ * The content a device receives: the default title and body (`tag` null), or those of the
+ * localization `tag`, each falling back to the default's when the localization leaves it absent,
+ * null or empty. The URLs, data and options are the notification's. Without the localizations: a
+ * push carries one language.
+ */
+export function contentFor(content: PushContent, tag: string | null): PushContent {
+  const { localizations, ...shown } = content.notification;
+  const localization = tag === null ? undefined : localizations?.[tag];
+  if (!localization) return { ...content, notification: shown };
+  return { ...content, notification: { ...shown, title: localization.title || shown.title, body: localization.body || shown.body } };
 }
 type DroppableUrl = Truncation['dropped'][number];
 type JsonObject = Record<string, unknown>;
@@ -109,6 +130,27 @@ const sampleIds: PushIds = {
   deliveryId: '00000000-0000-7000-8000-000000000000',
   notificationId: '00000000-0000-7000-8000-000000000000',
 };
+
+/**
+ * apnsPayload for the pushes of one content, which differ only by their ids: what they have in
+ * common is built once and shared by every payload (never modified: payloads are only serialized),
+ * each push getting its own `herald`. The same JSON as apnsPayload, key order included.
+ */
+export function apnsPayloads(content: PushContent): (ids: PushIds) => JsonObject {
+  // iOS overrides that name `herald` could rewrite the ids: each payload is then built whole.
+  const overrides = content.options?.platform_overrides?.ios;
+  if (overrides && 'herald' in overrides) return (ids) => apnsPayload(content, ids);
+  const shared = apnsPayload(content, sampleIds);
+  const herald = shared.herald as JsonObject;
+  return (ids) => ({ ...shared, herald: { ...herald, delivery_id: ids.deliveryId, notification_id: ids.notificationId } });
+}
+
+/** fcmMessage for the pushes of one content, built likewise: each push gets its own `data`. */
+export function fcmMessages(content: PushContent): (ids: PushIds) => JsonObject {
+  const shared = fcmMessage(content, sampleIds);
+  const data = shared.data as Record<string, string>;
+  return (ids) => ({ ...shared, data: { ...data, herald_delivery_id: ids.deliveryId, herald_notification_id: ids.notificationId } });
+}
 
 /** Bytes of what the provider counts against its limit: the APNs payload; FCM's data + notification. */
 export function payloadBytes(content: PushContent, platform: Platform): number {
@@ -207,9 +249,10 @@ function codePoints(text: string[], kept: number): number {
 }
 
 /**
- * Problems that would make a provider refuse every push of this notification, keyed like 422
- * errors: reserved data keys, and what cannot be cut (data, options, platform_overrides) being
- * too large alone, measured with the title and body cut to "…" and without the URLs.
+ * Problems that would make a provider refuse pushes of this notification, keyed like 422 errors:
+ * reserved data keys, and what cannot be cut (data, options, platform_overrides) being too large
+ * alone, measured with the title and body cut to "…" and without the URLs, for the default content
+ * and every localization (one that adds a title or body the default lacks weighs an "…" more).
  */
 export function payloadProblems(content: PushContent): Record<string, string[]> {
   const problems: Record<string, string[]> = {};
@@ -220,21 +263,22 @@ export function payloadProblems(content: PushContent): Record<string, string[]> 
       problems[`data.${key}`] = [`The data key "${key}" is reserved by FCM.`];
     }
   }
-  const { title, body } = content.notification;
-  const smallest: PushContent = {
-    ...content,
-    notification: {
-      title: title ? ellipsis : title,
-      body: body ? ellipsis : body,
-      image_url: null,
-      action_url: null,
-    },
-  };
+  // Cut to "…", texts differ only by being there or not: one smallest push per such shape, named
+  // after the first content (the default, else a localization) that has it.
+  const smallest = new Map<string, { tag: string | null; content: PushContent }>();
+  for (const tag of [null, ...Object.keys(content.notification.localizations ?? {})]) {
+    const { title, body } = contentFor(content, tag).notification;
+    const notification = { title: title ? ellipsis : title, body: body ? ellipsis : body, image_url: null, action_url: null };
+    const shape = JSON.stringify(notification);
+    if (!smallest.has(shape)) smallest.set(shape, { tag, content: { ...content, notification } });
+  }
   for (const platform of ['ios', 'android'] as const) {
-    const bytes = payloadBytes(smallest, platform);
-    if (bytes > payloadLimits[platform]) {
+    const measured = [...smallest.values()].map(({ tag, content }) => ({ tag, bytes: payloadBytes(content, platform) }));
+    const largest = measured.reduce((a, b) => (b.bytes > a.bytes ? b : a));
+    if (largest.bytes > payloadLimits[platform]) {
+      const whose = largest.tag === null ? '' : ` of the "${largest.tag}" localization`;
       (problems.data ??= []).push(
-        `The ${providerNames[platform]} payload would be ${bytes} bytes with the title and body cut to "${ellipsis}" and without the URLs; the limit is ${payloadLimits[platform]}.`,
+        `The ${providerNames[platform]} payload${whose} would be ${largest.bytes} bytes with the title and body cut to "${ellipsis}" and without the URLs; the limit is ${payloadLimits[platform]}.`,
       );
     }
   }

@@ -5,12 +5,9 @@ import { Application } from '../db/entities.ts';
 
 export type SendPolicy = { quota: number; windowSeconds: number };
 
-export async function sendPolicy(em: EntityManager, applicationId: string, fallback: SendPolicy): Promise<SendPolicy> {
-  const application = await em.findOne(Application, { id: applicationId }, { fields: ['sendQuota', 'sendWindowSeconds'] });
-  return {
-    quota: application?.sendQuota ?? fallback.quota,
-    windowSeconds: application?.sendWindowSeconds ?? fallback.windowSeconds,
-  };
+/** An application's own policy where it has one, the service's default otherwise. */
+export function effectiveSendPolicy(own: { quota: number | null; windowSeconds: number | null }, fallback: SendPolicy): SendPolicy {
+  return { quota: own.quota ?? fallback.quota, windowSeconds: own.windowSeconds ?? fallback.windowSeconds };
 }
 
 export async function setSendPolicy(em: EntityManager, applicationId: string, policy: SendPolicy | null): Promise<void> {

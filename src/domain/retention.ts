@@ -1,10 +1,10 @@
 // Retention: finished notifications older than the horizon are deleted with what hangs on them
-// (deliveries, their events, the notification's idempotency key), and expired idempotency keys go
-// too. A batch at a time: each statement is its own short transaction that deletes at most
+// (deliveries, their events, the notification's idempotency key), and expired idempotency keys and
+// webhook events (with their finished deliveries) go too. A batch at a time: each statement is its own short transaction that deletes at most
 // `batchSize` rows, so no row lock a send or an event could wait on is held for long, and a run
 // stops at its time budget; the next run carries on where it stopped.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { deleteDeliveriesOf, deleteNotifications, pickExpired } from '../db/sql.ts';
+import { deleteDeliveriesOf, deleteExpiredWebhookDeliveries, deleteExpiredWebhookEvents, deleteNotifications, pickExpired } from '../db/sql.ts';
 import { deleteExpiredIdempotencyKeys } from './notifications.ts';
 
 /** Statuses a notification never leaves: nothing is pending, nothing will be written to it again. */
@@ -22,20 +22,26 @@ export type RetentionOptions = {
   onBatch?: (batch: RetentionBatch) => void;
 };
 
-export type RetentionBatch = { table: 'idempotency_keys' | 'deliveries' | 'notifications'; rows: number; ms: number };
+export type RetentionBatch = {
+  table: 'idempotency_keys' | 'deliveries' | 'notifications' | 'webhook_deliveries' | 'webhook_events';
+  rows: number;
+  ms: number;
+};
 
 export type Removed = {
   notifications: number;
   deliveries: number;
   events: number;
   idempotencyKeys: number;
+  webhookEvents: number;
+  webhookDeliveries: number;
   /** False when the budget (or the signal) ended the run before everything due was deleted. */
   done: boolean;
 };
 
 export async function deleteExpired(em: EntityManager, options: RetentionOptions): Promise<Removed> {
   const started = performance.now();
-  const removed: Removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0, done: false };
+  const removed: Removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0, webhookEvents: 0, webhookDeliveries: 0, done: false };
   const inTime = () => performance.now() - started < options.budgetMs && !options.signal?.aborted;
   const timed = async <T>(table: RetentionBatch['table'], run: () => Promise<T>, rows: (result: T) => number) => {
     const batchStarted = performance.now();
@@ -49,6 +55,21 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
     const keys = await timed('idempotency_keys', () => deleteExpiredIdempotencyKeys(em, options.batchSize), (count) => count);
     removed.idempotencyKeys += keys;
     if (keys < options.batchSize) break;
+  }
+
+  // Webhook events past the horizon, once their deliveries are done: deliveries first, then the
+  // events left without any, a batch at a time.
+  for (;;) {
+    if (!inTime()) return removed;
+    const gone = await timed('webhook_deliveries', () => deleteExpiredWebhookDeliveries(em, options.retentionDays, options.batchSize), (count) => count);
+    removed.webhookDeliveries += gone;
+    if (gone < options.batchSize) break;
+  }
+  for (;;) {
+    if (!inTime()) return removed;
+    const gone = await timed('webhook_events', () => deleteExpiredWebhookEvents(em, options.retentionDays, options.batchSize), (count) => count);
+    removed.webhookEvents += gone;
+    if (gone < options.batchSize) break;
   }
 
   // How many notifications a pick reads (it reads each one's user list): twice what the last pick

@@ -7,6 +7,8 @@ export const abilities = [
   'notifications:read',
   'installations:write',
   'installations:read',
+  // Server side only: with it, an app's extracted token could find any user's installation ids.
+  'installations:list',
   'events:write',
 ] as const;
 export type Ability = (typeof abilities)[number];

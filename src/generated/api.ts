@@ -4,6 +4,33 @@
  */
 
 export interface paths {
+    "/api/v1/installations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a user's installations
+         * @description The installations registered with this `user_id` in the authenticated application, newest
+         *     registration first, a page at a time: the devices a notification to that user goes to.
+         *     Invalid ones are listed too (with `status` and `invalid_reason`), so that "why didn't
+         *     user X get it" starts here. Another application's installations are never listed.
+         *
+         *     It takes `installations:list`, which a token shipped inside a mobile app must not carry:
+         *     with it, anyone who extracts the token could find any user's installation ids and
+         *     register their own device under them.
+         */
+        get: operations["listInstallations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/installations/{installationId}": {
         parameters: {
             query?: never;
@@ -61,7 +88,8 @@ export interface paths {
         };
         /**
          * List notifications
-         * @description The application's notifications, newest first, a page at a time.
+         * @description The application's notifications, newest first, a page at a time; with `status`, only
+         *     those in that status (a cursor carries no filter: pass the same `status` with it).
          */
         get: operations["listNotifications"];
         put?: never;
@@ -84,6 +112,12 @@ export interface paths {
          *     (`truncation` in `listDeliveries`). Only what cannot be cut (`data`, `options`,
          *     `platform_overrides`) is refused (422, keyed `data`): when the push would still exceed a
          *     provider's limit with the title and body cut to `…` and without the URLs.
+         *
+         *     `notification.localizations` gives the title and body in other languages: each
+         *     installation receives the one that best matches its `device.locale`, or the default
+         *     content (see `Localizations` for the matching rules). Every localization is cut to fit and
+         *     checked like the default content, and each delivery records the localization it received
+         *     (`locale` in `listDeliveries`).
          *
          *     With an `Idempotency-Key`, a retry with the same key and body returns the original
          *     notification (`meta.accepted: false`) instead of sending again, and takes nothing from the
@@ -123,6 +157,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/notifications/{notificationId}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The notification's `id`.
+                 * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
+                 */
+                notificationId: components["parameters"]["NotificationId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a notification (1.1.0)
+         * @description Ends a `queued` (scheduled or not) or `processing` notification as `cancelled`.
+         *
+         *     What is promised: once this answers 200, no push of the notification leaves Herald.
+         *     A queued notification never fans out. A processing one keeps what was already pushed
+         *     (counted in its statistics as usual); its other deliveries end `skipped` with reason
+         *     `cancelled`. A batch of pushes being handed to a provider at that moment is let
+         *     finish first: the answer waits for it (at most the worker's send deadline), and its
+         *     outcomes are counted.
+         *
+         *     Idempotent: cancelling a cancelled notification answers it again, 200. A notification
+         *     that has already ended (`completed`, `partial`, `failed`) is 409. Another
+         *     application's notification is 404.
+         */
+        post: operations["cancelNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/notifications/{notificationId}/deliveries": {
         parameters: {
             query?: never;
@@ -141,9 +212,40 @@ export interface paths {
          * @description One row per installation the fanout considered, in fanout order: its outcome
          *     (`pending`, `accepted`, `failed`, `skipped`), why a push failed or was skipped, how many
          *     attempts it took, and when the app reported it received, displayed, opened or dismissed.
-         *     Filter by `user_id` to answer "why didn't user X get it". Empty until the fanout ran.
+         *     Filter by `user_id` to answer "why didn't user X get it", and by `state`, `platform` and
+         *     `reason` (all given filters apply; a cursor carries none: pass the same filters with it).
+         *     Empty until the fanout ran.
          */
         get: operations["listDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/notifications/{notificationId}/breakdown": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The notification's `id`.
+                 * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
+                 */
+                notificationId: components["parameters"]["NotificationId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Count a notification's deliveries by state, platform and reason
+         * @description The notification's deliveries counted by `state`, `platform` and `reason`: one row per
+         *     combination that occurs, largest first. Where `statistics` says how many failed or were
+         *     skipped, this says why, per platform, without reading every delivery (a dashboard's
+         *     funnel polls it). Empty until the fanout ran.
+         */
+        get: operations["getNotificationBreakdown"];
         put?: never;
         post?: never;
         delete?: never;
@@ -181,6 +283,88 @@ export interface paths {
          *     decides 201, 200 or 409.
          */
         post: operations["reportEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the application's webhook endpoints
+         * @description Every webhook endpoint of the authenticated application, oldest first, with the events it
+         *     takes, whether it is enabled, and how its last delivery attempt went. Endpoints are
+         *     added, removed and re-keyed with the `herald webhooks` CLI; signing secrets are never
+         *     returned (they are shown once, when made). Not paginated: an application has at most 20
+         *     endpoints.
+         *
+         *     An endpoint whose deliveries have all failed for 24 hours (`failing_since` that long
+         *     ago) is disabled: `status` is `disabled`, with `disabled_at` and `disabled_reason`, and
+         *     it gets no events until `herald webhooks enable` turns it back on.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhookId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The webhook endpoint's `id` (printed by `herald webhooks add`).
+                 * @example 0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b
+                 */
+                webhookId: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an endpoint's deliveries
+         * @description The endpoint's delivery log, newest event first: one row per event sent (or being sent)
+         *     to it, with its `state` (`pending` while attempts go on, `succeeded` once the endpoint
+         *     answered 2xx, `failed` when Herald gave up), the number of attempts, and the last
+         *     attempt's HTTP status, error and the first characters of the answer's body. Another
+         *     application's endpoint is 404.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/app": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The token's application
+         * @description The application the bearer token belongs to: its name, the token's own name and
+         *     abilities, the send rate limit in force, and for each platform whether provider
+         *     credentials are configured and how the provider last answered them. Any valid token
+         *     may read it (no ability needed): an integration can check what its token allows and
+         *     whether pushes can go out before it sends.
+         */
+        get: operations["getApp"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -248,7 +432,355 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "notification.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A notification's fanout ended
+         * @description Sent when a notification reaches its final status (`completed`, `partial` or `failed`),
+         *     with its statistics at that moment (events reported later keep moving them: read the
+         *     notification for the latest). It is created after every `delivery.failed` event of the
+         *     same notification, in the transaction that ends it.
+         *
+         *     **Every webhook request**: `POST` to the endpoint's URL, `Content-Type:
+         *     application/json`, the body one event `{ id, type, created_at, data }`, and the header
+         *     `Herald-Signature` (see the parameter). Any 2xx answer within 10 seconds ends the
+         *     delivery; anything else (a 3xx included: redirects are never followed), or no answer,
+         *     is retried with exponential backoff for 24 hours after the event was created. Delivery
+         *     is at least once: the same event may arrive more than once, always with the same `id`,
+         *     so de-duplicate by it. There is no order between events, not even of one notification:
+         *     retries overtake, and several are sent at once; use `created_at` and the resources'
+         *     own timestamps. An endpoint whose deliveries have all failed for 24 hours is disabled.
+         *     (10 seconds and 24 hours are the defaults of the deployment's
+         *     `HERALD_WEBHOOK_TIMEOUT_SECONDS` and `HERALD_WEBHOOK_RETRY_WINDOW_SECONDS`.)
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /**
+                     * @description `t=<unix seconds>,v1=<hex HMAC-SHA256>`: the HMAC, keyed with the endpoint's signing
+                     *     secret (the whole `whsec_…` string, as UTF-8), of the string `<t>.<raw body>`. `t` is when
+                     *     this attempt was signed: refuse a request whose `t` is more than 5 minutes from your
+                     *     clock (a replayed request). For 24 hours after `herald webhooks rotate-secret` (or as
+                     *     chosen), a second `v1` is signed with the previous secret; accept the request when any
+                     *     `v1` matches. Compare in constant time. The SDK's `verifyWebhook` does all of this.
+                     * @example t=1793613600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+                     */
+                    "Herald-Signature": components["parameters"]["HeraldSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a1c0-1f2e-7d3c-9b4a-5f6e7d8c9b0a",
+                     *       "type": "notification.completed",
+                     *       "created_at": "2026-11-02T10:00:00.313Z",
+                     *       "data": {
+                     *         "notification": {
+                     *           "id": "9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b",
+                     *           "status": "partial",
+                     *           "notification": {
+                     *             "title": "Your order has shipped",
+                     *             "body": "Order 1042 is on its way and arrives on Thursday.",
+                     *             "image_url": null,
+                     *             "action_url": "myshop://orders/1042"
+                     *           },
+                     *           "data": {
+                     *             "order_id": "1042"
+                     *           },
+                     *           "options": {},
+                     *           "target_users": 2,
+                     *           "statistics": {
+                     *             "users": 2,
+                     *             "installations": 3,
+                     *             "accepted": 2,
+                     *             "received": 0,
+                     *             "displayed": 0,
+                     *             "opened": 0,
+                     *             "failed": 1,
+                     *             "skipped": 0
+                     *           },
+                     *           "created_at": "2026-11-02T10:00:00.000Z",
+                     *           "scheduled_for": null,
+                     *           "processing_started_at": "2026-11-02T10:00:00.041Z",
+                     *           "completed_at": "2026-11-02T10:00:00.312Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NotificationCompletedEvent"];
+                };
+            };
+            responses: {
+                /** @description Received. Any 2xx ends the delivery; the body is not read beyond its first 200 characters. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "delivery.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A delivery ended failed
+         * @description Sent when a push ends `failed`: the provider refused it (`data.delivery.reason` is the
+         *     provider's reason, e.g. `Unregistered`), it `expired` before the provider accepted it,
+         *     or the provider refused the application's credentials (`provider_credentials`). Skipped
+         *     deliveries were never pushed and send nothing. See `notification.completed` for what
+         *     every webhook request carries.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /**
+                     * @description `t=<unix seconds>,v1=<hex HMAC-SHA256>`: the HMAC, keyed with the endpoint's signing
+                     *     secret (the whole `whsec_…` string, as UTF-8), of the string `<t>.<raw body>`. `t` is when
+                     *     this attempt was signed: refuse a request whose `t` is more than 5 minutes from your
+                     *     clock (a replayed request). For 24 hours after `herald webhooks rotate-secret` (or as
+                     *     chosen), a second `v1` is signed with the previous secret; accept the request when any
+                     *     `v1` matches. Compare in constant time. The SDK's `verifyWebhook` does all of this.
+                     * @example t=1793613600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+                     */
+                    "Herald-Signature": components["parameters"]["HeraldSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a1c0-1e2d-7c3b-8a49-5e6f7a8b9c0d",
+                     *       "type": "delivery.failed",
+                     *       "created_at": "2026-11-02T10:00:00.091Z",
+                     *       "data": {
+                     *         "notification_id": "9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b",
+                     *         "delivery": {
+                     *           "id": "01a200d8-65cc-7098-8952-55f182919b55",
+                     *           "installation_id": "iphone-7f3a",
+                     *           "user_id": "user-4821",
+                     *           "platform": "ios",
+                     *           "state": "failed",
+                     *           "reason": "Unregistered",
+                     *           "attempts": 1,
+                     *           "provider_message_id": null,
+                     *           "truncation": null,
+                     *           "created_at": "2026-11-02T10:00:00.052Z",
+                     *           "last_attempt_at": "2026-11-02T10:00:00.060Z",
+                     *           "completed_at": "2026-11-02T10:00:00.091Z",
+                     *           "received_at": null,
+                     *           "displayed_at": null,
+                     *           "opened_at": null,
+                     *           "dismissed_at": null
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DeliveryFailedEvent"];
+                };
+            };
+            responses: {
+                /** @description Received. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "installation.invalidated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A provider declared an installation's push identifier dead
+         * @description Sent when a push answer makes Herald invalidate an installation (APNs `Unregistered`,
+         *     `BadDeviceToken`..., FCM `UNREGISTERED`...). It comes with that push's `delivery.failed`.
+         *     Registering a new identifier makes the installation active again. See
+         *     `notification.completed` for what every webhook request carries.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /**
+                     * @description `t=<unix seconds>,v1=<hex HMAC-SHA256>`: the HMAC, keyed with the endpoint's signing
+                     *     secret (the whole `whsec_…` string, as UTF-8), of the string `<t>.<raw body>`. `t` is when
+                     *     this attempt was signed: refuse a request whose `t` is more than 5 minutes from your
+                     *     clock (a replayed request). For 24 hours after `herald webhooks rotate-secret` (or as
+                     *     chosen), a second `v1` is signed with the previous secret; accept the request when any
+                     *     `v1` matches. Compare in constant time. The SDK's `verifyWebhook` does all of this.
+                     * @example t=1793613600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+                     */
+                    "Herald-Signature": components["parameters"]["HeraldSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a1c0-1e2e-7c3b-8a49-5e6f7a8b9c0e",
+                     *       "type": "installation.invalidated",
+                     *       "created_at": "2026-11-02T10:00:00.091Z",
+                     *       "data": {
+                     *         "installation": {
+                     *           "id": "0f8fad5b-d9cb-469f-a165-70867728950e",
+                     *           "installation_id": "iphone-7f3a",
+                     *           "platform": "ios",
+                     *           "provider_identifier_type": "apns_token",
+                     *           "status": "invalid",
+                     *           "permission": "authorized",
+                     *           "device": {
+                     *             "app_version": "3.2.0",
+                     *             "os_version": "18.1",
+                     *             "model": "iPhone16,2",
+                     *             "locale": "en_GB",
+                     *             "timezone": "Europe/London"
+                     *           },
+                     *           "registered_at": "2026-11-02T09:14:03.120Z",
+                     *           "last_seen_at": "2026-11-02T09:14:03.120Z",
+                     *           "identifier_updated_at": "2026-11-02T09:14:03.120Z",
+                     *           "user_id": "user-4821",
+                     *           "permission_updated_at": "2026-11-02T09:14:03.120Z",
+                     *           "invalidated_at": "2026-11-02T10:00:00.091Z",
+                     *           "invalid_reason": "Unregistered"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["InstallationInvalidatedEvent"];
+                };
+            };
+            responses: {
+                /** @description Received. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "event.reported": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The app reported a delivery event
+         * @description Sent when `POST /api/v1/events` records a new event (201); a replay of an `event_id`
+         *     (200) sends nothing. See `notification.completed` for what every webhook request carries.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /**
+                     * @description `t=<unix seconds>,v1=<hex HMAC-SHA256>`: the HMAC, keyed with the endpoint's signing
+                     *     secret (the whole `whsec_…` string, as UTF-8), of the string `<t>.<raw body>`. `t` is when
+                     *     this attempt was signed: refuse a request whose `t` is more than 5 minutes from your
+                     *     clock (a replayed request). For 24 hours after `herald webhooks rotate-secret` (or as
+                     *     chosen), a second `v1` is signed with the previous secret; accept the request when any
+                     *     `v1` matches. Compare in constant time. The SDK's `verifyWebhook` does all of this.
+                     * @example t=1793613600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+                     */
+                    "Herald-Signature": components["parameters"]["HeraldSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a1c4-0a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "type": "event.reported",
+                     *       "created_at": "2026-11-02T10:03:42.087Z",
+                     *       "data": {
+                     *         "event": {
+                     *           "event_id": "3d0ca315-aff9-4fc2-be61-3b76b9a2d798",
+                     *           "delivery_id": "5a1c7e2b-8d4f-4b6a-9e3c-1f2d3e4a5b6c",
+                     *           "installation_id": "6B29FC40-CA47-1067-B31D-00DD010662DA",
+                     *           "type": "opened",
+                     *           "occurred_at": "2026-11-02T10:03:41.512Z",
+                     *           "received_at": "2026-11-02T10:03:42.087Z"
+                     *         },
+                     *         "notification_id": "9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b",
+                     *         "user_id": "user-4821"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventReportedEvent"];
+                };
+            };
+            responses: {
+                /** @description Received. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description The body of every error answer. */
@@ -371,6 +903,14 @@ export interface components {
         InstallationEnvelope: {
             data: components["schemas"]["Installation"];
         };
+        InstallationPage: {
+            /** @description Newest registration first. */
+            data: components["schemas"]["Installation"][];
+            meta: {
+                /** @description Pass as `cursor` for the next page; null on the last page. */
+                next_cursor: string | null;
+            };
+        };
         /**
          * @description A free-form JSON object. Strings and keys must not contain U+0000 (Postgres cannot
          *     store it), and a request body nests at most 32 objects and arrays deep.
@@ -380,19 +920,69 @@ export interface components {
         };
         /** @description Any JSON value (string, number, boolean, null, array, object) in a `JsonObject`. */
         JsonValue: unknown;
-        /** @description What the user sees. Every key is optional; null or absent means none. */
+        /**
+         * @description What the user sees. Every key is optional; null or absent means none. `title` and `body`
+         *     are the default content: what a device receives when no localization matches its locale.
+         */
         NotificationContent: {
             title?: components["schemas"]["NotificationTitle"];
             body?: components["schemas"]["NotificationBody"];
             image_url?: components["schemas"]["NotificationImageUrl"];
             action_url?: components["schemas"]["NotificationActionUrl"];
+            localizations?: components["schemas"]["Localizations"];
         };
-        /** @description The content as sent; all four keys are always present (null when not given). */
+        /**
+         * @description The title and body in other languages, keyed by BCP 47 language tag (`fr`, `pt-BR`,
+         *     `zh-Hant-TW`; case-insensitive, so `fr` and `FR` cannot both be given: 422). At most 50:
+         *     more than apps are commonly translated into, and a bound on what one notification stores
+         *     and what its fanout measures (every localization is fitted to each provider's limit).
+         *     Requires a default `title` or `body` (422 otherwise): devices that match no localization
+         *     receive it, and each localization falls back to it field by field.
+         *
+         *     Each installation receives the best match for its `device.locale` (`fr_FR`, `fr-FR`,
+         *     `zh_TW_#Hant` and `en_US.UTF-8` are read as the tags they mean):
+         *     1. the localization whose tag equals the device's (case-insensitive);
+         *     2. the device's tag made more general, a subtag at a time from the end (`zh-Hant-TW`:
+         *        `zh-Hant`), then the same with the script the language most likely uses (a `zh-TW`
+         *        device: `zh-Hant-TW`, `zh-Hant`), then the language alone (`pt-BR`: `pt`);
+         *     3. any localization of the same language (`pt-BR` device, only `pt-PT` given): the one
+         *        with the device's likely script, then its region, then the one with the fewest subtags,
+         *        then the first in alphabetical order;
+         *     4. otherwise, or without a device locale, the default content.
+         *
+         *     The delivery records the tag it received (`locale` in `listDeliveries`; null for the
+         *     default content). Each localized push is cut to fit its provider's limit like the default
+         *     content, and the delivery's `truncation` describes the push it was sent.
+         */
+        Localizations: {
+            [key: string]: components["schemas"]["Localization"];
+        };
+        /**
+         * @description A well-formed BCP 47 language tag (RFC 5646 `langtag`: language, then optional extlangs,
+         *     script, region, variants, extensions and private use, separated by `-`), in any letter
+         *     case. Tags that are private use alone (`x-…`) or grandfathered (`i-klingon`) are not
+         *     accepted: they name no language to match a device with.
+         */
+        LanguageTag: string;
+        /**
+         * @description The title and body for one language, under the same limits as the default ones. A field
+         *     that is absent, null or empty falls back to the default content's (`{ "body": "…" }` keeps
+         *     the default title); `image_url` and `action_url` are always the default content's.
+         */
+        Localization: {
+            title?: components["schemas"]["NotificationTitle"];
+            body?: components["schemas"]["NotificationBody"];
+        };
+        /**
+         * @description The content as sent; every key is always present (null when not given, `localizations`
+         *     `{}` when none were given).
+         */
         NotificationContentResponse: {
             title: components["schemas"]["NotificationTitle"];
             body: components["schemas"]["NotificationBody"];
             image_url: components["schemas"]["NotificationImageUrl"];
             action_url: components["schemas"]["NotificationActionUrl"];
+            localizations: components["schemas"]["Localizations"];
         };
         NotificationTitle: string | null;
         /**
@@ -411,8 +1001,18 @@ export interface components {
         /** @description Delivery options, mapped onto APNs and FCM. */
         NotificationOptions: {
             /**
+             * Format: date-time
+             * @description (1.1.0) When to send: an RFC 3339 date-time with its offset, at most 30 days ahead
+             *     (422 `options.send_at` beyond). Absent or not in the future: now. Until then the
+             *     notification is `queued` with `scheduled_for` set, and can be cancelled; its fanout
+             *     is queued with it, in the same transaction, so a restart neither loses nor doubles
+             *     it. `ttl` counts from this time.
+             */
+            send_at?: string;
+            /**
              * @description Seconds the push stays deliverable (apns-expiration, android.ttl); 0 means now or
-             *     never. A push that would arrive later is failed as expired.
+             *     never. A push that would arrive later is failed as expired. Counted from `send_at`
+             *     when given, else from the send.
              */
             ttl?: number;
             /**
@@ -483,16 +1083,20 @@ export interface components {
              */
             skipped: number;
         };
+        /**
+         * @description `queued` → `processing` → `completed` (nothing failed), `partial` (some accepted,
+         *     some failed) or `failed` (nothing accepted and something failed, or the fanout
+         *     itself failed). With no eligible installation: `completed` with zero counters.
+         *     (1.1.0) `cancelled`: ended by `cancelNotification` while `queued` or `processing`;
+         *     its statistics count what was pushed before, its other deliveries are `skipped`
+         *     with reason `cancelled`.
+         * @enum {string}
+         */
+        NotificationStatus: "queued" | "processing" | "completed" | "partial" | "failed" | "cancelled";
         Notification: {
             /** Format: uuid */
             id: string;
-            /**
-             * @description `queued` → `processing` → `completed` (nothing failed), `partial` (some accepted,
-             *     some failed) or `failed` (nothing accepted and something failed, or the fanout
-             *     itself failed). With no eligible installation: `completed` with zero counters.
-             * @enum {string}
-             */
-            status: "queued" | "processing" | "completed" | "partial" | "failed";
+            status: components["schemas"]["NotificationStatus"];
             notification: components["schemas"]["NotificationContentResponse"];
             /** @description The `data` given at send time (`{}` when none). */
             data: {
@@ -509,12 +1113,17 @@ export interface components {
             created_at: string | null;
             /**
              * Format: date-time
+             * @description (1.1.0) The `options.send_at` it was sent with when that was in the future; null for a send now.
+             */
+            scheduled_for: string | null;
+            /**
+             * Format: date-time
              * @description When the fanout started; null while `queued`.
              */
             processing_started_at: string | null;
             /**
              * Format: date-time
-             * @description When the fanout finished (`completed`, `partial` or `failed`).
+             * @description When the fanout finished (`completed`, `partial` or `failed`) or it was `cancelled`.
              */
             completed_at: string | null;
         };
@@ -548,7 +1157,8 @@ export interface components {
          * @description `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
          *     (the provider's, or `expired`, `provider_credentials`, `provider unreachable`...);
          *     `skipped` with a reason (`permission_denied`, `permission_not_determined`,
-         *     `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`).
+         *     `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`,
+         *     and (1.1.0) `cancelled`: the notification was cancelled before this push was made).
          * @enum {string}
          */
         DeliveryState: "pending" | "accepted" | "failed" | "skipped";
@@ -568,9 +1178,16 @@ export interface components {
             /** @description The `apns-id` or FCM message name of an accepted push. */
             provider_message_id: string | null;
             /**
+             * @description The tag of the localization this push carries (`notification.localizations`), as the
+             *     send gave it; null when it carries the default content (no localization matched the
+             *     device's locale, or the notification has none) and for skipped deliveries.
+             */
+            locale: string | null;
+            /**
              * @description How this platform's push was cut to fit the provider's 4096-byte limit; null when it
              *     is sent whole (and for skipped deliveries). The cut is the same for every delivery
-             *     of a notification on one platform, and is exactly what the push carried.
+             *     of a notification on one platform in one localization (`locale`), and is exactly
+             *     what the push carried.
              */
             truncation: {
                 /**
@@ -610,6 +1227,16 @@ export interface components {
                 /** @description Pass as `cursor` for the next page; null on the last page. */
                 next_cursor: string | null;
             };
+        };
+        DeliveryBreakdown: {
+            /** @description One row per (state, platform, reason) that occurs, most deliveries first. */
+            data: {
+                state: components["schemas"]["DeliveryState"];
+                platform: components["schemas"]["Platform"];
+                /** @description Why they failed or were skipped; null for `pending` and `accepted`. */
+                reason: string | null;
+                deliveries: number;
+            }[];
         };
         /** @enum {string} */
         EventType: "received" | "displayed" | "opened" | "dismissed";
@@ -653,6 +1280,242 @@ export interface components {
              * @enum {string}
              */
             status: "ok" | "unavailable";
+        };
+        /**
+         * @description `notification.completed`: a notification's fanout ended (status `completed`, `partial` or
+         *     `failed`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
+         *     provider refused it, it expired, or the provider refused the credentials).
+         *     `installation.invalidated`: a provider declared an installation's push identifier dead.
+         *     `event.reported`: the app reported a delivery event that Herald recorded (201; not a
+         *     replay of an `event_id`).
+         * @enum {string}
+         */
+        WebhookEventType: "notification.completed" | "delivery.failed" | "installation.invalidated" | "event.reported";
+        /** @description The endpoint's last delivery attempt. */
+        WebhookAttempt: {
+            /** Format: date-time */
+            at: string;
+            /** Format: uuid */
+            event_id: string;
+            event_type: components["schemas"]["WebhookEventType"];
+            /** @description Which attempt at delivering that event this was (1 for the first). */
+            attempt: number;
+            /** @enum {string} */
+            outcome: "succeeded" | "failed";
+            /** @description The HTTP status the endpoint answered; null when it did not answer (timeout, refused connection). */
+            status_code: number | null;
+            /** @description Why the attempt failed (`HTTP 500`, `timeout after 10 s`, `redirect not followed (HTTP 302)`...); null when it succeeded. */
+            error: string | null;
+        };
+        /** @description Where Herald sends an application's events. The signing secret is never returned. */
+        WebhookEndpoint: {
+            /** Format: uuid */
+            id: string;
+            /** @description The URL Herald POSTs to; redirects are never followed. */
+            url: string;
+            /** @description The event types this endpoint takes. */
+            events: components["schemas"]["WebhookEventType"][];
+            /** @enum {string} */
+            status: "enabled" | "disabled";
+            /**
+             * Format: date-time
+             * @description When Herald disabled it (its deliveries had all failed for 24 hours); null while enabled.
+             */
+            disabled_at: string | null;
+            /** @description Why it was disabled, with the last error; null while enabled. */
+            disabled_reason: string | null;
+            /**
+             * Format: date-time
+             * @description The first failed attempt since the last one that succeeded; null when the last
+             *     attempt succeeded or none failed. The endpoint is disabled once this is 24 hours ago.
+             */
+            failing_since: string | null;
+            /** @description The last delivery attempt; null before the first. */
+            last_attempt: components["schemas"]["WebhookAttempt"] | null;
+            /**
+             * Format: date-time
+             * @description After `herald webhooks rotate-secret`, requests carry a second `v1` signature made
+             *     with the previous secret until this time; null when there is no previous secret.
+             */
+            previous_secret_expires_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        WebhookEndpointList: {
+            /** @description Oldest first; at most 20. */
+            data: components["schemas"]["WebhookEndpoint"][];
+        };
+        /**
+         * @description `pending` while attempts go on (with exponential backoff, for 24 hours from the event);
+         *     `succeeded` once the endpoint answered 2xx; `failed` when Herald gave up (`reason`).
+         * @enum {string}
+         */
+        WebhookDeliveryState: "pending" | "succeeded" | "failed";
+        /** @description One event sent, or being sent, to one endpoint. */
+        WebhookDelivery: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uuid
+             * @description The event's `id`, the same in every attempt and for every endpoint that takes it.
+             */
+            event_id: string;
+            event_type: components["schemas"]["WebhookEventType"];
+            state: components["schemas"]["WebhookDeliveryState"];
+            /**
+             * @description Why a `failed` delivery was given up: `expired` (no success within 24 hours of the
+             *     event), `endpoint_disabled`, `internal_error`; null otherwise.
+             */
+            reason: string | null;
+            attempts: number;
+            /** @description The HTTP status of the last attempt; null before the first or when the endpoint did not answer. */
+            status_code: number | null;
+            /** @description Why the last attempt failed; null when it succeeded or none was made. */
+            error: string | null;
+            /** @description The first characters (at most 200) of the last answer's body; Herald keeps no more of it. */
+            response_excerpt: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due, while `pending` after a failed attempt.
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            completed_at: string | null;
+        };
+        WebhookDeliveryPage: {
+            /** @description Newest first. */
+            data: components["schemas"]["WebhookDelivery"][];
+            meta: {
+                /** @description Pass as `cursor` for the next page; null on the last page. */
+                next_cursor: string | null;
+            };
+        };
+        /** @description A notification's fanout ended; `data.notification` is the notification as `GET /api/v1/notifications/{id}` shows it at that moment. */
+        NotificationCompletedEvent: {
+            /**
+             * Format: uuid
+             * @description The event's id, the same in every attempt and for every endpoint; de-duplicate by it.
+             */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "notification.completed";
+            /** Format: date-time */
+            created_at: string;
+            data: {
+                notification: components["schemas"]["Notification"];
+            };
+        };
+        /** @description A delivery ended `failed`; `data.delivery` is the delivery as the deliveries list shows it, with `reason`. */
+        DeliveryFailedEvent: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "delivery.failed";
+            /** Format: date-time */
+            created_at: string;
+            data: {
+                /** Format: uuid */
+                notification_id: string;
+                delivery: components["schemas"]["Delivery"];
+            };
+        };
+        /** @description A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`). */
+        InstallationInvalidatedEvent: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "installation.invalidated";
+            /** Format: date-time */
+            created_at: string;
+            data: {
+                installation: components["schemas"]["Installation"];
+            };
+        };
+        /** @description The app reported a delivery event that Herald recorded (answered 201); `data.event` is the recorded event. */
+        EventReportedEvent: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "event.reported";
+            /** Format: date-time */
+            created_at: string;
+            data: {
+                event: components["schemas"]["Event"];
+                /** Format: uuid */
+                notification_id: string;
+                /** @description The user the delivery went to. */
+                user_id: string | null;
+            };
+        };
+        /** @description The body of every webhook request; `type` tells which. */
+        WebhookEvent: components["schemas"]["NotificationCompletedEvent"] | components["schemas"]["DeliveryFailedEvent"] | components["schemas"]["InstallationInvalidatedEvent"] | components["schemas"]["EventReportedEvent"];
+        /** @enum {string} */
+        Ability: "installations:write" | "installations:read" | "installations:list" | "notifications:send" | "notifications:read" | "events:write" | "*";
+        /** @description A platform's provider credentials, as the workers last found them. */
+        ProviderStatus: {
+            /** @enum {string} */
+            provider: "apns" | "fcm";
+            /**
+             * @description `unhealthy`: the provider refused the credentials (see `reason`); pushes of this
+             *     platform fail until they are replaced. `unreachable`: the provider could not be
+             *     reached (a network fault, not the credentials); pushes wait and are retried. Both end
+             *     with the next push the provider accepts.
+             * @enum {string}
+             */
+            status: "not_configured" | "healthy" | "unhealthy" | "unreachable";
+            /**
+             * Format: date-time
+             * @description Since when `unhealthy` or `unreachable`; null otherwise.
+             */
+            since: string | null;
+            /** @description The provider's refusal while `unhealthy`, e.g. `InvalidProviderToken`; null otherwise. */
+            reason: string | null;
+            /**
+             * Format: date-time
+             * @description When the credentials were last set; null when not configured.
+             */
+            updated_at: string | null;
+        };
+        Application: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The bearer token of this request. */
+            token: {
+                name: string;
+                abilities: components["schemas"]["Ability"][];
+            };
+            /** @description The send rate limit in force for this application (fixed window). */
+            send_policy: {
+                /** @description Sends accepted per window. */
+                quota: number;
+                window_seconds: number;
+            };
+            credentials: {
+                ios: components["schemas"]["ProviderStatus"];
+                android: components["schemas"]["ProviderStatus"];
+            };
+        };
+        ApplicationEnvelope: {
+            data: components["schemas"]["Application"];
         };
     };
     responses: {
@@ -914,6 +1777,21 @@ export interface components {
          */
         NotificationId: string;
         /**
+         * @description The webhook endpoint's `id` (printed by `herald webhooks add`).
+         * @example 0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b
+         */
+        WebhookId: string;
+        /**
+         * @description `t=<unix seconds>,v1=<hex HMAC-SHA256>`: the HMAC, keyed with the endpoint's signing
+         *     secret (the whole `whsec_…` string, as UTF-8), of the string `<t>.<raw body>`. `t` is when
+         *     this attempt was signed: refuse a request whose `t` is more than 5 minutes from your
+         *     clock (a replayed request). For 24 hours after `herald webhooks rotate-secret` (or as
+         *     chosen), a second `v1` is signed with the previous secret; accept the request when any
+         *     `v1` matches. Compare in constant time. The SDK's `verifyWebhook` does all of this.
+         * @example t=1793613600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+         */
+        HeraldSignature: string;
+        /**
          * @description Identifies one logical send so that retries do not send twice. Scoped to the
          *     application and kept for 24 hours. The same key with the same body returns the
          *     original notification (202, `meta.accepted: false`); the same key with a different
@@ -979,6 +1857,65 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listInstallations: {
+        parameters: {
+            query: {
+                /**
+                 * @description The application's own user id.
+                 * @example user-4821
+                 */
+                user_id: string;
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+                 *     base64url characters naming a position in the list; the page holds what comes after it.
+                 * @example my5sGj9NTI6hsn1enwocOw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the user's installations. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InstallationPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description `user_id` is missing or breaks its constraints, `limit` is out of range, or `cursor` is not one this service issued. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "The user_id field is required.",
+                     *       "errors": {
+                     *         "user_id": [
+                     *           "The user_id field is required."
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getInstallation: {
         parameters: {
             query?: never;
@@ -1141,6 +2078,8 @@ export interface operations {
                  * @example my5sGj9NTI6hsn1enwocOw
                  */
                 cursor?: components["parameters"]["Cursor"];
+                /** @description Only notifications in this status. */
+                status?: components["schemas"]["NotificationStatus"];
             };
             header?: never;
             path?: never;
@@ -1161,7 +2100,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
-            /** @description `limit` is out of range, or `cursor` is not one this service issued. */
+            /** @description `limit` is out of range, `status` is not a notification status, or `cursor` is not one this service issued. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1241,7 +2180,11 @@ export interface operations {
             /**
              * @description Validation failed: a field breaks its constraints, there is nothing to show (no
              *     title, no body and no data), a reserved `data` key is used, what cannot be cut
-             *     (`data`, `options`) alone would exceed a provider's size limit (`errors.data`).
+             *     (`data`, `options`) alone would exceed a provider's size limit (`errors.data`), a
+             *     localization's tag is not a BCP 47 language tag or repeats another in other letter
+             *     case, there are more than 50 localizations, or there are localizations without a
+             *     default title or body (`errors["notification.localizations"]`), or `options.send_at`
+             *     is more than 30 days ahead.
              *     Takes nothing from the send quota, and announces it.
              */
             422: {
@@ -1292,6 +2235,54 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    cancelNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The notification's `id`.
+                 * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
+                 */
+                notificationId: components["parameters"]["NotificationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The notification, `cancelled`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The notification has already ended (`completed`, `partial` or `failed`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "The notification has already ended (completed); only a queued or processing notification can be cancelled."
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            422: components["responses"]["InvalidPathParameter"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listDeliveries: {
         parameters: {
             query?: {
@@ -1311,6 +2302,14 @@ export interface operations {
                 user_id?: string;
                 /** @description Only deliveries in this state. */
                 state?: components["schemas"]["DeliveryState"];
+                /** @description Only deliveries to this platform's installations. */
+                platform?: components["schemas"]["Platform"];
+                /**
+                 * @description Only deliveries failed or skipped for exactly this reason (as in `reason`, or a row of
+                 *     `getNotificationBreakdown`).
+                 * @example Unregistered
+                 */
+                reason?: string;
             };
             header?: never;
             path: {
@@ -1343,6 +2342,8 @@ export interface operations {
                      *           "reason": "Unregistered",
                      *           "attempts": 1,
                      *           "provider_message_id": null,
+                     *           "locale": "fr",
+                     *           "truncation": null,
                      *           "created_at": "2026-11-02T10:00:00.052Z",
                      *           "last_attempt_at": "2026-11-02T10:00:00.060Z",
                      *           "completed_at": "2026-11-02T10:00:00.091Z",
@@ -1384,6 +2385,63 @@ export interface operations {
                     "application/json": components["schemas"]["ValidationError"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getNotificationBreakdown: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The notification's `id`.
+                 * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
+                 */
+                notificationId: components["parameters"]["NotificationId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "state": "accepted",
+                     *           "platform": "ios",
+                     *           "reason": null,
+                     *           "deliveries": 2
+                     *         },
+                     *         {
+                     *           "state": "failed",
+                     *           "platform": "ios",
+                     *           "reason": "Unregistered",
+                     *           "deliveries": 1
+                     *         },
+                     *         {
+                     *           "state": "skipped",
+                     *           "platform": "android",
+                     *           "reason": "permission_denied",
+                     *           "deliveries": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DeliveryBreakdown"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["InvalidPathParameter"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1457,6 +2515,207 @@ export interface operations {
                     "application/json": components["schemas"]["ValidationError"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The application's endpoints. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+                     *           "url": "https://api.example.com/herald/events",
+                     *           "events": [
+                     *             "notification.completed",
+                     *             "delivery.failed"
+                     *           ],
+                     *           "status": "enabled",
+                     *           "disabled_at": null,
+                     *           "disabled_reason": null,
+                     *           "failing_since": null,
+                     *           "last_attempt": {
+                     *             "at": "2026-11-02T10:00:01.204Z",
+                     *             "event_id": "0193a1c0-1f2e-7d3c-9b4a-5f6e7d8c9b0a",
+                     *             "event_type": "notification.completed",
+                     *             "attempt": 1,
+                     *             "outcome": "succeeded",
+                     *             "status_code": 200,
+                     *             "error": null
+                     *           },
+                     *           "previous_secret_expires_at": null,
+                     *           "created_at": "2026-11-01T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookEndpointList"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnknownParameter"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+                 *     base64url characters naming a position in the list; the page holds what comes after it.
+                 * @example my5sGj9NTI6hsn1enwocOw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Only deliveries in this state. */
+                state?: components["schemas"]["WebhookDeliveryState"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The webhook endpoint's `id` (printed by `herald webhooks add`).
+                 * @example 0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b
+                 */
+                webhookId: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the endpoint's deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "0193a1c0-2a3b-7c4d-8e5f-6a7b8c9d0e1f",
+                     *           "event_id": "0193a1c0-1f2e-7d3c-9b4a-5f6e7d8c9b0a",
+                     *           "event_type": "delivery.failed",
+                     *           "state": "pending",
+                     *           "reason": null,
+                     *           "attempts": 2,
+                     *           "status_code": 503,
+                     *           "error": "HTTP 503",
+                     *           "response_excerpt": "upstream unavailable",
+                     *           "created_at": "2026-11-02T10:00:00.900Z",
+                     *           "last_attempt_at": "2026-11-02T10:00:11.020Z",
+                     *           "next_attempt_at": "2026-11-02T10:00:31.020Z",
+                     *           "completed_at": null
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "next_cursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description A path or query parameter breaks its constraints, or `cursor` is not one this service issued. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "The cursor field must be a meta.next_cursor of an earlier page.",
+                     *       "errors": {
+                     *         "cursor": [
+                     *           "The cursor field must be a meta.next_cursor of an earlier page."
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getApp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The application. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "id": "0192f3a4-5b6c-7d8e-9f01-23456789abcd",
+                     *         "name": "Shop",
+                     *         "created_at": "2026-11-01T09:00:00.000Z",
+                     *         "token": {
+                     *           "name": "backend",
+                     *           "abilities": [
+                     *             "notifications:send",
+                     *             "notifications:read"
+                     *           ]
+                     *         },
+                     *         "send_policy": {
+                     *           "quota": 600,
+                     *           "window_seconds": 60
+                     *         },
+                     *         "credentials": {
+                     *           "ios": {
+                     *             "provider": "apns",
+                     *             "status": "healthy",
+                     *             "since": null,
+                     *             "reason": null,
+                     *             "updated_at": "2026-11-01T09:05:00.000Z"
+                     *           },
+                     *           "android": {
+                     *             "provider": "fcm",
+                     *             "status": "not_configured",
+                     *             "since": null,
+                     *             "reason": null,
+                     *             "updated_at": null
+                     *           }
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ApplicationEnvelope"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            422: components["responses"]["UnknownParameter"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1567,8 +2826,19 @@ export const permissionValues: ReadonlyArray<FlattenedDeepRequired<components>["
 export const installationProvider_identifier_typeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["provider_identifier_type"]> = ["apns_token", "fcm_token"];
 export const installationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["status"]> = ["active", "invalid"];
 export const notificationOptionsPriorityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationOptions"]["priority"]> = ["normal", "high"];
-export const notificationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Notification"]["status"]> = ["queued", "processing", "completed", "partial", "failed"];
+export const notificationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationStatus"]> = ["queued", "processing", "completed", "partial", "failed", "cancelled"];
 export const droppedFieldValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DroppedField"]> = ["image_url", "action_url"];
 export const deliveryStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeliveryState"]> = ["pending", "accepted", "failed", "skipped"];
 export const eventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventType"]> = ["received", "displayed", "opened", "dismissed"];
 export const healthStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthStatus"]["status"]> = ["ok", "unavailable"];
+export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["notification.completed", "delivery.failed", "installation.invalidated", "event.reported"];
+export const webhookAttemptOutcomeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookAttempt"]["outcome"]> = ["succeeded", "failed"];
+export const webhookEndpointStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEndpoint"]["status"]> = ["enabled", "disabled"];
+export const webhookDeliveryStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookDeliveryState"]> = ["pending", "succeeded", "failed"];
+export const notificationCompletedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationCompletedEvent"]["type"]> = ["notification.completed"];
+export const deliveryFailedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeliveryFailedEvent"]["type"]> = ["delivery.failed"];
+export const installationInvalidatedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["InstallationInvalidatedEvent"]["type"]> = ["installation.invalidated"];
+export const eventReportedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventReportedEvent"]["type"]> = ["event.reported"];
+export const abilityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Ability"]> = ["installations:write", "installations:read", "installations:list", "notifications:send", "notifications:read", "events:write", "*"];
+export const providerStatusProviderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["provider"]> = ["apns", "fcm"];
+export const providerStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["status"]> = ["not_configured", "healthy", "unhealthy", "unreachable"];

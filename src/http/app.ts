@@ -1,33 +1,46 @@
 import { randomUUID } from 'node:crypto';
 import { RequestContext } from '@mikro-orm/postgresql';
-import express, { type Express, type Request } from 'express';
+import { performance } from 'node:perf_hooks';
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import helmet from 'helmet';
 import { pinoHttp } from 'pino-http';
 import type { Orm } from '../db/orm.ts';
 import type { EnqueueFanout } from '../domain/notifications.ts';
+import type { WebhookOutbox } from '../domain/webhook-outbox.ts';
 import type { Logger } from '../logging/logger.ts';
-import { authorize } from './auth.ts';
+import { httpRequest } from '../observability/metrics.ts';
+import { applicationIdOf, authorize, routeOf } from './auth.ts';
 import { readJsonBody } from './body.ts';
+import { dashboardRouter } from './dashboard.ts';
+import { docsRouter } from './docs.ts';
 import { notFound } from '../domain/errors.ts';
 import type { SendPolicy } from '../domain/rate-limits.ts';
 import type { SendLimiter } from './send-limiter.ts';
 import { errorHandler, lastResortHandler } from './errors.ts';
 import { announceQuotaOnError, sendQuota } from './rate-limit.ts';
+import { applicationRouter } from './routes/application.ts';
 import { eventsRouter } from './routes/events.ts';
 import { installationsRouter } from './routes/installations.ts';
 import { notificationsRouter, sendPath } from './routes/notifications.ts';
 import { systemRouter } from './routes/system.ts';
+import { webhooksRouter } from './routes/webhooks.ts';
 
 export type AppOptions = {
   orm: Orm;
   enqueueFanout: EnqueueFanout;
+  /** Where an accepted event's `event.reported` webhook goes (domain/webhook-outbox.ts). */
+  webhooks: WebhookOutbox;
   logger: Logger;
   document: Record<string, unknown>;
   bodyLimit: string;
   validateResponses: boolean;
   sendLimiter: SendLimiter;
   defaultSendPolicy: SendPolicy;
+  /** How long a token read is trusted (domain/applications.ts tokenCacheMs); 0: never. */
+  tokenCacheMs: number;
+  /** Where the built dashboard is (default: dist/dashboard/ of this checkout). */
+  dashboardDir?: string;
 };
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -35,6 +48,26 @@ const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 function requestId(req: Request): string {
   const given = req.get('x-request-id');
   return given && requestIdPattern.test(given) ? given : randomUUID();
+}
+
+/** Every answer, by the document's route, into the request histogram (the metrics port serves it). */
+function measure(): RequestHandler {
+  return (req, res, next) => {
+    const started = performance.now();
+    res.once('finish', () => httpRequest(routeOf(res), req.method, res.statusCode, (performance.now() - started) / 1000));
+    next();
+  };
+}
+
+/** A request's log line: what an operator searches by, never its headers or body. */
+function requestLine(req: Request, res: Response, durationMs: number) {
+  return {
+    method: req.method,
+    route: routeOf(res),
+    status: res.statusCode,
+    durationMs,
+    applicationId: applicationIdOf(res),
+  };
 }
 
 export function createApp(options: AppOptions): Express {
@@ -46,6 +79,7 @@ export function createApp(options: AppOptions): Express {
   app.set('case sensitive routing', true);
   app.set('strict routing', true);
   app.use(helmet());
+  app.use(measure());
   app.use(
     pinoHttp({
       logger,
@@ -54,15 +88,25 @@ export function createApp(options: AppOptions): Express {
         res.setHeader('X-Request-Id', id);
         return id;
       },
+      // One line per request (requestLine), and every line a handler logs, carry the request id
+      // alone: no request or response object, so no header ever reaches a log.
+      quietReqLogger: true,
+      quietResLogger: true,
+      customAttributeKeys: { reqId: 'requestId' },
       customLogLevel: (_req, res, error) => (error || res.statusCode >= 500 ? 'error' : 'info'),
-      quietReqLogger: false,
+      customSuccessObject: (req, res, { responseTime }) => requestLine(req as Request, res as Response, responseTime),
+      customErrorObject: (req, res, error, { responseTime }) => ({ ...requestLine(req as Request, res as Response, responseTime), err: error }),
     }),
   );
+  // The API reference: a page for people, outside the document (http/docs.ts).
+  app.use(docsRouter());
+  // The dashboard's page and bundle: static, outside the API's document and before its checks.
+  app.use(dashboardRouter(options.dashboardDir));
   // One unit of work per request: handlers and the domain use orm.em, which is this request's fork.
   app.use((_req, _res, next) => RequestContext.create(orm.em, next));
   // The order of checks: the operation and the token from the headers (404/405, 401/403), then the
   // body (400/413/415, depth and text), then the schema (422), then the handler's rules.
-  app.use(authorize(orm, document));
+  app.use(authorize(orm, document, options.tokenCacheMs));
   app.use(readJsonBody(options.bodyLimit));
   app.use(
     OpenApiValidator.middleware({
@@ -79,9 +123,11 @@ export function createApp(options: AppOptions): Express {
   );
   app.use(systemRouter(orm, document));
   app.use(installationsRouter(orm));
-  const quota = sendQuota(orm, options.sendLimiter, options.defaultSendPolicy);
-  app.use(notificationsRouter(orm, options.enqueueFanout, quota));
-  app.use(eventsRouter(orm));
+  const quota = sendQuota(options.sendLimiter, options.defaultSendPolicy);
+  app.use(notificationsRouter(orm, options.enqueueFanout, quota, options.webhooks));
+  app.use(eventsRouter(orm, options.webhooks));
+  app.use(applicationRouter(orm, options.defaultSendPolicy));
+  app.use(webhooksRouter(orm));
   // A documented path without a handler (never in a release) still answers in the error body.
   app.use((_req, _res, next) => next(notFound()));
   app.use(announceQuotaOnError(quota, sendPath));

@@ -12,8 +12,8 @@ import {
   validationMessage,
   type FieldErrors,
 } from '../domain/errors.ts';
-import { nothingToShowMessage } from '../domain/notifications.ts';
-import { validationText } from './validation-messages.ts';
+import { localizationsWithoutDefaultMessage, nothingToShowMessage } from '../domain/notifications.ts';
+import { keyValidationText, validationText } from './validation-messages.ts';
 
 type ValidatorIssue = { path?: string; message?: string; errorCode?: string };
 type ForeignError = {
@@ -52,19 +52,33 @@ function valueAt(req: Request, path: string | undefined): unknown {
   return value;
 }
 
+// The document's `not` rules (both the send's, stated by the domain too), by the object they apply to.
+const notRules: Record<string, [field: string, message: string]> = {
+  '/body': ['notification', nothingToShowMessage],
+  '/body/notification': ['notification.localizations', localizationsWithoutDefaultMessage],
+};
+
+const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+
 function requestFieldErrors(req: Request, issues: ValidatorIssue[]): FieldErrors {
   const errors = fieldErrors();
+  const add = (field: string, message: string) => {
+    if (!errors[field]?.includes(message)) addFieldError(errors, field, message);
+  };
   for (const issue of issues) {
-    // The only `not` in the document is the send rule "something to show".
     if (issue.errorCode === 'not.openapi.validation') {
+      const rule = notRules[issue.path ?? ''];
       // A body that is not an object at all says so through its type error instead.
-      const body: unknown = req.body;
-      if (body !== null && typeof body === 'object' && !Array.isArray(body)) addFieldError(errors, 'notification', nothingToShowMessage);
+      if (rule && isObject(req.body)) add(...rule);
       continue;
     }
     const field = fieldName(issue.path);
-    const message = validationText(field, issue, valueAt(req, issue.path));
-    if (!errors[field]?.includes(message)) addFieldError(errors, field, message);
+    const value = valueAt(req, issue.path);
+    // A string rule that fails on an object is one of its keys breaking `propertyNames`: the
+    // validator names the object, not the key, so the keys are checked again to name them.
+    const keyErrors = isObject(value) ? keyValidationText(field, issue, Object.keys(value)) : null;
+    if (keyErrors) for (const [key, message] of keyErrors) add(`${field}.${key}`, message);
+    else add(field, validationText(field, issue, value));
   }
   return errors;
 }

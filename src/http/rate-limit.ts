@@ -2,11 +2,11 @@
 // 422, 429, and the 400/413/415 of a bad body) announces it with the IETF draft fields
 // RateLimit-Policy and RateLimit; only a send that would create a notification takes from it.
 import type { ErrorRequestHandler, Request, Response } from 'express';
-import type { Orm } from '../db/orm.ts';
 import { HttpError, messages } from '../domain/errors.ts';
-import { sendPolicy, type SendPolicy } from '../domain/rate-limits.ts';
+import { effectiveSendPolicy, type SendPolicy } from '../domain/rate-limits.ts';
 import type { SendAllowance, SendLimiter } from './send-limiter.ts';
 import { principalOf } from './auth.ts';
+import { sendAnswered } from '../observability/metrics.ts';
 
 export type SendQuota = {
   /** Takes one send; sets the fields; throws 429 (with Retry-After) when none is left. */
@@ -22,33 +22,27 @@ function setFields(res: Response, allowance: SendAllowance): void {
   res.setHeader('RateLimit', `"send";r=${allowance.remaining};t=${allowance.resetSeconds}`);
 }
 
-export function sendQuota(orm: Orm, limiter: SendLimiter, fallback: SendPolicy): SendQuota {
-  const policies = new WeakMap<Request, SendPolicy>();
-  const policyOf = async (req: Request) => {
-    let policy = policies.get(req);
-    if (!policy) {
-      policy = await sendPolicy(orm.em, principalOf(req).applicationId, fallback);
-      policies.set(req, policy);
-    }
-    return policy;
-  };
+export function sendQuota(limiter: SendLimiter, fallback: SendPolicy): SendQuota {
+  const policyOf = (req: Request) => effectiveSendPolicy(principalOf(req).sendPolicy, fallback);
   return {
     async admit(req, res) {
-      const allowance = await limiter.consume(principalOf(req).applicationId, await policyOf(req));
+      const { applicationId } = principalOf(req);
+      const allowance = await limiter.consume(applicationId, policyOf(req));
       setFields(res, allowance);
       if (!allowance.allowed) {
+        sendAnswered(applicationId, 'rate_limited');
         throw new HttpError(429, messages.tooManyRequests, undefined, {
           'Retry-After': String(Math.max(1, allowance.resetSeconds)),
         });
       }
     },
     async refund(req, res) {
-      const policy = await policyOf(req);
+      const policy = policyOf(req);
       await limiter.refund(principalOf(req).applicationId, policy);
       setFields(res, await limiter.peek(principalOf(req).applicationId, policy));
     },
     async announce(req, res) {
-      setFields(res, await limiter.peek(principalOf(req).applicationId, await policyOf(req)));
+      setFields(res, await limiter.peek(principalOf(req).applicationId, policyOf(req)));
     },
   };
 }

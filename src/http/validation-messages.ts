@@ -21,9 +21,14 @@ const formatNames: Record<string, string> = {
   'date-time': 'an RFC 3339 date-time (for example 2026-11-02T10:03:41Z)',
 };
 
+const nul = '^[^\\x00]*$';
+const languageTag =
+  '^(?:[A-Za-z]{2,3}(?:-[A-Za-z]{3}){0,3}|[A-Za-z]{4,8})(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?(?:-(?:[A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3}))*(?:-[0-9A-WY-Za-wy-z](?:-[A-Za-z0-9]{2,8})+)*(?:-[Xx](?:-[A-Za-z0-9]{1,8})+)?$';
+
 // The patterns of openapi.yaml, by what they mean.
 const patternMeanings: Record<string, string> = {
-  '^[^\\x00]*$': 'must not contain a NUL character (U+0000)',
+  [nul]: 'must not contain a NUL character (U+0000)',
+  [languageTag]: 'must be a well-formed BCP 47 language tag (for example fr, pt-BR or zh-Hant-TW)',
   '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$': `must be ${bareUuid}`,
   '^[A-Za-z0-9_-]{22}$': 'must be a meta.next_cursor of an earlier page',
 };
@@ -83,7 +88,7 @@ function problem(issue: Issue, value: unknown): string {
       return patternMeanings[pattern] ?? `must match ${pattern}`;
     }
     case 'propertyNames':
-      return `has a key that ${patternMeanings['^[^\\x00]*$']}`;
+      return `has a key that ${patternMeanings[nul]}`;
     case 'uniqueItems': {
       const index = Number(/items ## (\d+) and/.exec(text)?.[1]);
       const items = Array.isArray(value) ? value : [];
@@ -92,8 +97,37 @@ function problem(issue: Issue, value: unknown): string {
       return duplicate === undefined ? 'must not repeat an item' : `must be unique: ${JSON.stringify(duplicate)} appears ${times(count)}`;
     }
     default:
-      return /^unknown query parameter/i.test(text) ? 'is not allowed' : text || 'is invalid';
+      if (/^unknown query parameter/i.test(text)) return 'is not allowed';
+      // `?user_id=`: the validator's own check, before the schema's (it has no keyword).
+      if (/^empty value found for query parameter/i.test(text)) return 'must not be empty';
+      return text || 'is invalid';
   }
+}
+
+/**
+ * For a `propertyNames` rule of the object `field` (`pattern`, `maxLength`), the keys that break it,
+ * each with its sentence; null when the issue is not about keys. Keys that may hold a NUL stay
+ * unnamed (a field path with U+0000 in it helps nobody): the object's own message says it.
+ */
+export function keyValidationText(field: string, issue: Issue, keys: string[]): [string, string][] | null {
+  const keyword = issue.errorCode?.replace(/\.openapi\.validation$/, '') ?? '';
+  const text = issue.message ?? '';
+  let breaks: (key: string) => boolean;
+  if (keyword === 'pattern') {
+    const pattern = /pattern "(.+)"$/.exec(text)?.[1];
+    if (pattern === undefined || pattern === nul) return null;
+    const regexp = new RegExp(pattern, 'u');
+    breaks = (key) => !regexp.test(key);
+  } else if (keyword === 'maxLength') {
+    const limit = Number(/(\d+)/.exec(text)?.[1]);
+    breaks = (key) => Array.from(key).length > limit;
+  } else if (keyword === 'propertyNames') {
+    // ajv's summary of the key errors above ("property name must be valid"), unless a key holds a NUL.
+    return keys.some((key) => key.includes('\u0000')) ? null : [];
+  } else {
+    return null;
+  }
+  return keys.filter(breaks).map((key) => [key, `The ${field} key "${key}" ${problem(issue, key)}.`]);
 }
 
 export function validationText(field: string, issue: Issue, value: unknown): string {

@@ -2,12 +2,12 @@
 // (each push's payload carries its own delivery id), and one outcome per push.
 import { setImmediate } from 'node:timers/promises';
 import apn from '@parse/node-apn';
-import { apnsPayload } from '../domain/payloads.ts';
+import { apnsPayload, apnsPayloads } from '../domain/payloads.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
 import type { ApnsCredentials } from '../domain/credentials.ts';
-import { createLimiter, networkReason, socketHost, summarize, unusableProvider } from './support.ts';
+import { createLimiter, networkReason, perContent, socketHost, summarize, unusableProvider } from './support.ts';
 
 export type ApnsProviderOptions = {
   /** Requests in flight at once on the one connection, across concurrent send() calls. */
@@ -66,8 +66,11 @@ export function createApnsProvider(
     async send(pushes: Push[]): Promise<PushOutcome[]> {
       // One recipient per library send(): every push has its own payload (its delivery id), and
       // results come back keyed by device token, which pushes sharing a token would make ambiguous.
+      const payloadOf = perContent(apnsPayloads);
       const sendOne = (push: Push) =>
-        limit(async () => outcomeOf(push.deliveryId, await client.send(notificationFor(push, credentials.bundleId), push.providerIdentifier)));
+        limit(async () =>
+          outcomeOf(push.deliveryId, await client.send(notificationFor(push, credentials.bundleId, payloadOf(push)), push.providerIdentifier)),
+        );
       // HTTP/2 writes go out when the event loop turns: issued all at once, the first push of a
       // batch would wait until the whole batch is built. A slice at a time, the first ones leave
       // while the rest are prepared.
@@ -112,9 +115,9 @@ function endpointOptions(endpoints: ProviderEndpoints): { address?: string; port
   };
 }
 
-export function notificationFor(push: Push, bundleId: string): apn.Notification {
+/** `payload`: apnsPayload(push.content, push), which send() builds from what the batch's payloads share. */
+export function notificationFor(push: Push, bundleId: string, payload = apnsPayload(push.content, push)): apn.Notification {
   const options = push.content.options ?? {};
-  const payload = apnsPayload(push.content, push);
   const aps = (payload.aps ?? {}) as Record<string, unknown>;
   // Apple: alert, sound or badge make an `alert` push; anything else only wakes the app.
   const visible = aps.alert !== undefined || aps.sound !== undefined || aps.badge !== undefined;

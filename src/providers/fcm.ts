@@ -3,12 +3,12 @@
 import { randomUUID } from 'node:crypto';
 import { cert, deleteApp, initializeApp, type App } from 'firebase-admin/app';
 import { getMessaging, type Messaging, type TokenMessage } from 'firebase-admin/messaging';
-import { fcmMessage } from '../domain/payloads.ts';
+import { fcmMessage, fcmMessages } from '../domain/payloads.ts';
 import type { Logger } from '../logging/logger.ts';
 import { endpointCredential, fcmEndpointRoute, type EndpointRoute } from './fcm-endpoint.ts';
 import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
 import type { FcmCredentials } from '../domain/credentials.ts';
-import { createLimiter, networkReason, parseJsonOrUndefined, parseRetryAfter, summarize, unusableProvider } from './support.ts';
+import { createLimiter, networkReason, parseJsonOrUndefined, parseRetryAfter, perContent, summarize, unusableProvider } from './support.ts';
 
 export type FcmProviderOptions = {
   /** sendEach calls in flight at once, across concurrent send() calls; each opens its own HTTP/2 connection. */
@@ -62,7 +62,8 @@ export function createFcmProvider(
 
   async function sendBatch(batch: Push[], now: number): Promise<PushOutcome[]> {
     try {
-      const response = await route(() => messaging.sendEach(batch.map((push) => messageFor(push, now))));
+      const messageOf = perContent(fcmMessages);
+      const response = await route(() => messaging.sendEach(batch.map((push) => messageFor(push, now, messageOf(push)))));
       return response.responses.map((result, index) =>
         result.success
           ? { deliveryId: batch[index].deliveryId, kind: 'accepted', ...(result.messageId ? { providerId: result.messageId } : {}) }
@@ -99,8 +100,9 @@ function disableSdkRetries(messaging: Messaging): boolean {
   return true;
 }
 
-export function messageFor(push: Push, now: number): TokenMessage {
-  const message = fcmMessage(push.content, push) as Omit<TokenMessage, 'token'> & { android?: Record<string, unknown> };
+/** `built`: fcmMessage(push.content, push), which sendBatch builds from what the batch's messages share. */
+export function messageFor(push: Push, now: number, built: ReturnType<typeof fcmMessage> = fcmMessage(push.content, push)): TokenMessage {
+  const message = built as Omit<TokenMessage, 'token'> & { android?: Record<string, unknown> };
   const android: Record<string, unknown> = { ...message.android };
   const ttl = ttlSeconds(push, now);
   // firebase-admin takes ttl in milliseconds and writes it as "Ns" itself.

@@ -1,5 +1,20 @@
 // Small pieces both providers use.
+import type { PushContent, PushIds } from '../domain/payloads.ts';
 import type { Push, PushOutcome, PushProvider } from './provider.ts';
+
+/**
+ * What `build` makes of a push's content and ids, with `build(content)` run once per distinct
+ * content: the pushes of a batch share their notification's content object, so its payload is
+ * prepared once per batch instead of once per push.
+ */
+export function perContent<T>(build: (content: PushContent) => (ids: PushIds) => T): (push: Push) => T {
+  const builders = new Map<PushContent, (ids: PushIds) => T>();
+  return (push) => {
+    let builder = builders.get(push.content);
+    if (!builder) builders.set(push.content, (builder = build(push.content)));
+    return builder(push);
+  };
+}
 
 /**
  * At most `limit` calls of the returned function run at once, across all its callers: a provider

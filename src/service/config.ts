@@ -35,11 +35,18 @@ const schema = z.object({
   HERALD_SEND_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
   // The Postgres schema of the job queue (pg-boss); every process of one deployment must agree.
   HERALD_QUEUE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default(defaultQueueSchema),
-  // Deliver jobs one worker process runs at once.
+  // Deliver jobs one worker process runs at once for one application (it runs one more for the others: workers.ts fairShare).
   HERALD_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   // `herald work` only: a port answering GET /healthz (the process runs) and /readyz (its database
   // answers), for container health checks. Unset: no port. (`serve` and `start` have the API's.)
   HERALD_WORKER_HEALTH_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  // Prometheus metrics of this process (GET /metrics) on a listener of their own, never on the
+  // API's port, so no application token can read them. Unset: none. 0: any free port (logged).
+  // The same port as HERALD_WORKER_HEALTH_PORT: one listener serves both.
+  HERALD_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  // Loopback by default: a host's other users cannot read them. In a container, 0.0.0.0, and the
+  // port left unpublished so that only the container network (Prometheus) reaches it.
+  HERALD_METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   // SIGTERM/SIGINT: how long in-flight batches may finish before they are handed to another worker.
   // With the 3 s allowed for closing, below Docker's 10 s and Kubernetes' 30 s: Herald exits before it is killed.
   HERALD_SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).max(3600).default(5),
@@ -54,6 +61,17 @@ const schema = z.object({
   // Finished notifications older than this, with their deliveries, events and keys, are deleted.
   // At most a century: a horizon further back is past what a Postgres timestamp can subtract.
   HERALD_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(30),
+  // Webhooks to loopback, private, link-local and other non-public addresses (and to http URLs):
+  // refused unless this is set, for local development and tests with a receiver on this machine.
+  HERALD_WEBHOOK_ALLOW_PRIVATE: flag.default(false),
+  // A webhook request not answered (headers and the start of the body) by then is a failed attempt.
+  HERALD_WEBHOOK_TIMEOUT_SECONDS: z.coerce.number().min(1).max(60).default(10),
+  // The first retry of a failed webhook request comes this long after it, each next one twice as long, up to an hour.
+  HERALD_WEBHOOK_RETRY_BASE_SECONDS: z.coerce.number().min(0.1).max(3600).default(10),
+  // An event is retried this long after it was made; an endpoint that failed every attempt for this long is disabled.
+  HERALD_WEBHOOK_RETRY_WINDOW_SECONDS: z.coerce.number().int().min(1).max(7 * 86400).default(86400),
+  // Webhook jobs one worker process runs at once for one endpoint (one more for the others), each with up to 10 requests in flight.
+  HERALD_WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
 });
 
 export type Config = Readonly<z.infer<typeof schema>> & { readonly dataDir: string };

@@ -4,22 +4,28 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from '../db/embedded.ts';
 import { migrate, openOrm, type Orm } from '../db/orm.ts';
-import { watchDatabase, type OutageWatch } from '../db/outage.ts';
+import { watchDatabase } from '../db/outage.ts';
 import { ping } from '../db/sql.ts';
+import { tokenCacheMs } from '../domain/applications.ts';
 import { assertCredentialsReadable, credentialsKey, upgradeSealedCredentials } from '../domain/credentials.ts';
 import { createSendLimiter } from '../http/send-limiter.ts';
 import { createProviderClients, type ProviderClients } from '../worker/clients.ts';
 import { startMaintenance } from '../worker/maintenance.ts';
-import { fanoutEnqueuer, startBoss } from '../worker/queue.ts';
+import { fanoutEnqueuer, queueDepths, startBoss, webhookEnqueuer } from '../worker/queue.ts';
+import { createWebhookSender, type WebhookSender } from '../worker/webhook-sender.ts';
+import { createWebhookOutbox } from '../domain/webhook-outbox.ts';
 import { startWorkers, type Workers } from '../worker/workers.ts';
 import { createApp } from '../http/app.ts';
 import { loadDocument } from '../http/document.ts';
 import type { Logger } from '../logging/logger.ts';
+import { collectProcessMetrics, observeQueues } from '../observability/metrics.ts';
+import { operationsListener } from './operations.ts';
 import type { ProviderEndpoints } from '../providers/provider.ts';
 
 /**
@@ -48,6 +54,9 @@ export function configuredEndpoints(config: Config): ProviderEndpoints {
 
 export type Database = { orm: Orm; url: string; close(): Promise<void> };
 
+/** How long closing the database waits for connections still held by jobs cut short. */
+const closeWaitMs = 1000;
+
 /** Opens the configured database, or the embedded one when DATABASE_URL is unset, migrated. */
 export async function openDatabase(config: Config, logger: Logger): Promise<Database> {
   const embedded = config.DATABASE_URL
@@ -65,7 +74,10 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
       orm,
       url,
       close: async () => {
-        await orm.close();
+        // A job cut short by the grace period may still hold a connection (a chunk's transaction
+        // waits for its provider's answer): its pushes are handed back, and the connection dies with
+        // the process (or the embedded server), rolling it back. So closing waits for it only briefly.
+        await Promise.race([orm.close(), sleep(closeWaitMs)]);
         await embedded?.stop();
       },
     };
@@ -81,19 +93,6 @@ function listen(handler: RequestListener, port: number, host: string): Promise<S
     server.once('error', reject);
     server.listen(port, host, () => resolve(server));
   });
-}
-
-/** A worker's health for its container: alive, and ready while its database answers. */
-function workerHealth(outage: OutageWatch): RequestListener {
-  return (req, res) => {
-    const path = req.url?.split('?')[0];
-    const [status, body] =
-      req.method !== 'GET' ? [405, { status: 'method not allowed' }]
-      : path === '/healthz' ? [200, { status: 'ok' }]
-      : path === '/readyz' ? (outage.down ? [503, { status: 'unavailable' }] : [200, { status: 'ok' }])
-      : [404, { status: 'not found' }];
-    res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
-  };
 }
 
 /** The validator compiles the document on its first request (~300 ms): pay that now, not on a client. */
@@ -114,7 +113,10 @@ export type StopResult = { released: number };
 export type Service = {
   database: Database;
   boss: PgBoss;
+  /** The API's listener (or, for a worker alone, its health checks'). */
   server: Server | null;
+  /** Where GET /metrics is answered (HERALD_METRICS_PORT). */
+  metricsServer: Server | null;
   credentialsKey: Buffer | null;
   stop(graceMs: number): Promise<StopResult>;
 };
@@ -139,9 +141,15 @@ export async function startService(
     onUp: () => workers?.resume(),
   });
   const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA, outage });
+  const webhooks = createWebhookOutbox(webhookEnqueuer(boss));
   let clients: ProviderClients | null = null;
+  let webhookSender: WebhookSender | null = null;
   if (roles.worker) {
     clients = createProviderClients({ key, endpoints, logger });
+    webhookSender = createWebhookSender({
+      allowPrivate: config.HERALD_WEBHOOK_ALLOW_PRIVATE,
+      timeoutMs: config.HERALD_WEBHOOK_TIMEOUT_SECONDS * 1000,
+    });
     workers = await startWorkers({
       orm: database.orm,
       boss,
@@ -153,13 +161,33 @@ export async function startService(
       queueSchema: config.HERALD_QUEUE_SCHEMA,
       chunkSize: config.HERALD_DELIVER_CHUNK_SIZE,
       outage,
+      webhooks: {
+        outbox: webhooks,
+        sender: webhookSender,
+        key,
+        concurrency: config.HERALD_WEBHOOK_CONCURRENCY,
+        retryBaseSeconds: config.HERALD_WEBHOOK_RETRY_BASE_SECONDS,
+        windowSeconds: config.HERALD_WEBHOOK_RETRY_WINDOW_SECONDS,
+      },
     });
     await startMaintenance(boss, database.orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
   }
   let server: Server | null = null;
+  let metricsServer: Server | null = null;
   let limiterPool: pg.Pool | null = null;
-  if (roles.worker && !roles.api && config.HERALD_WORKER_HEALTH_PORT) {
-    server = await listen(workerHealth(outage), config.HERALD_WORKER_HEALTH_PORT, config.HOST);
+  // The queue's depth is the same for every process: the workers report it (they keep its counts fresh).
+  if (roles.worker) observeQueues(() => queueDepths(boss));
+  const healthPort = roles.worker && !roles.api ? config.HERALD_WORKER_HEALTH_PORT : undefined;
+  const metricsPort = config.HERALD_METRICS_PORT;
+  if (metricsPort !== undefined) {
+    collectProcessMetrics();
+    const shared = metricsPort === healthPort;
+    metricsServer = await listen(operationsListener({ metrics: true, health: shared ? outage : null }), metricsPort, config.HERALD_METRICS_HOST);
+    if (shared) server = metricsServer;
+    logger.info({ address: metricsServer.address(), health: shared }, 'metrics listening');
+  }
+  if (healthPort !== undefined && healthPort !== metricsPort) {
+    server = await listen(operationsListener({ metrics: false, health: outage }), healthPort, config.HOST);
     logger.info({ address: server.address() }, 'worker health listening');
   }
   if (roles.api) {
@@ -169,12 +197,14 @@ export async function startService(
     const app = createApp({
       orm: database.orm,
       enqueueFanout: fanoutEnqueuer(boss),
+      webhooks,
       logger,
       document: loadDocument(),
       bodyLimit: config.HERALD_BODY_LIMIT,
       validateResponses: config.HERALD_VALIDATE_RESPONSES,
       sendLimiter: createSendLimiter(limiterPool),
       defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
+      tokenCacheMs,
     });
     server = await listen(app, config.PORT, config.HOST);
     logger.info({ address: server.address() }, 'API listening');
@@ -183,7 +213,9 @@ export async function startService(
   const stop = async (graceMs: number): Promise<StopResult> => {
     outage.stop();
     // No new connections; requests in progress finish (or are cut by the caller's deadline).
-    const closed = server ? new Promise<void>((resolve) => server!.close(() => resolve())) : Promise.resolve();
+    const closed = Promise.all(
+      [...new Set([server, metricsServer])].map((open) => open && new Promise<void>((resolve) => open.close(() => resolve()))),
+    );
     // In-flight batches have until the grace period ends; then pg-boss fails them, so that another
     // worker retries them (their deliveries are still pending), and its pool closes.
     await boss.stop({ graceful: true, timeout: graceMs });
@@ -191,9 +223,11 @@ export async function startService(
     await workers?.stop();
     await closed;
     await clients?.close();
+    webhookSender?.close();
     await limiterPool?.end();
+    if (roles.worker) observeQueues(null);
     await database.close();
     return { released };
   };
-  return { database, boss, server, credentialsKey: key, stop };
+  return { database, boss, server, metricsServer, credentialsKey: key, stop };
 }

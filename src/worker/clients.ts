@@ -2,12 +2,13 @@
 // firebase-admin app is opened once and reused by every batch, rebuilt when the credential
 // changes or when the client keeps failing to reach its provider (a wedged HTTP/2 session does
 // not heal by itself). Never one connection per push.
+// A provider's library (@parse/node-apn, firebase-admin: ~25 MB resident each) is imported when the
+// first client of that provider is opened, not at start: an API-only process, or a worker whose
+// applications all use one provider, never loads the other.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { openCredential, type Provider } from '../domain/credentials.ts';
+import { openCredential, type ApnsCredentials, type FcmCredentials, type Provider } from '../domain/credentials.ts';
 import { ProviderCredential } from '../db/entities.ts';
 import type { Logger } from '../logging/logger.ts';
-import { createApnsProvider } from '../providers/apns.ts';
-import { createFcmProvider } from '../providers/fcm.ts';
 import type { ProviderEndpoints, PushProvider } from '../providers/provider.ts';
 
 export type ProviderClient = { credentialId: string; provider: PushProvider };
@@ -27,18 +28,26 @@ type Cached = ProviderClient & { version: number; unreachable: number };
 /** Batches in a row that could not reach the provider before its client is rebuilt. */
 const rebuildAfter = 3;
 
+type Factory<C> = (credentials: C, endpoints: ProviderEndpoints, logger: Logger) => PushProvider;
+
 export function createProviderClients(options: {
   key: Buffer | null;
   endpoints: ProviderEndpoints;
   logger: Logger;
 }): ProviderClients {
   const cache = new Map<string, Cached>();
+  const factories: { apns?: Factory<ApnsCredentials>; fcm?: Factory<FcmCredentials> } = {};
+  const importFactory = async (provider: Provider) => {
+    if (provider === 'apns') factories.apns ??= (await import('../providers/apns.ts')).createApnsProvider;
+    else factories.fcm ??= (await import('../providers/fcm.ts')).createFcmProvider;
+  };
+  /** Synchronous once the provider's factory is imported. */
   const open = (credential: ProviderCredential): PushProvider => {
     if (!options.key) throw new Error('HERALD_CREDENTIALS_KEY is not set: provider credentials cannot be read.');
     const logger = options.logger.child({ applicationId: credential.applicationId, provider: credential.provider });
     return credential.provider === 'apns'
-      ? createApnsProvider(openCredential(credential as ProviderCredential & { provider: 'apns' }, options.key), options.endpoints, logger)
-      : createFcmProvider(openCredential(credential as ProviderCredential & { provider: 'fcm' }, options.key), options.endpoints, logger);
+      ? factories.apns!(openCredential(credential as ProviderCredential & { provider: 'apns' }, options.key), options.endpoints, logger)
+      : factories.fcm!(openCredential(credential as ProviderCredential & { provider: 'fcm' }, options.key), options.endpoints, logger);
   };
 
   return {
@@ -52,11 +61,20 @@ export function createProviderClients(options: {
         return null;
       }
       const version = credential.updatedAt.getTime();
-      if (cached && cached.credentialId === credential.id && cached.version === version) return cached;
+      const usable = (entry: Cached | undefined): entry is Cached => entry?.credentialId === credential.id && entry.version === version;
+      if (usable(cached)) return cached;
+      if (!factories[provider]) {
+        // The first client of this provider: its library is imported now. A concurrent batch may
+        // have opened the client meanwhile.
+        await importFactory(provider);
+        const meanwhile = cache.get(cacheKey);
+        if (usable(meanwhile)) return meanwhile;
+      }
       // No await between the lookup and the set: concurrent batches share one client.
+      const replaced = cache.get(cacheKey);
       const fresh = { credentialId: credential.id, version, provider: open(credential), unreachable: 0 };
       cache.set(cacheKey, fresh);
-      await cached?.provider.close();
+      await replaced?.provider.close();
       return fresh;
     },
     report(client, result) {

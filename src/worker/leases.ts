@@ -11,16 +11,17 @@ import {
   dropLeases,
   holdersWithoutLock,
   openStatementPool,
-  releaseLease,
+  releaseLeases,
   takeHolderLock,
-  takeLease,
+  takeLeases,
   type TakenLease,
 } from '../db/sql.ts';
 import type { Logger } from '../logging/logger.ts';
 
 export type Leases = {
-  take(jobId: string, queue: string): Promise<void>;
-  release(jobId: string): Promise<void>;
+  /** Leases the jobs of one fetch (all of one queue) together. */
+  take(jobIds: string[], queue: string): Promise<void>;
+  release(jobIds: string[]): Promise<void>;
   /**
    * After a database outage: this process's leases on jobs it no longer runs, and the jobs it
    * started but could not lease (`unleased`: job id → queue). Their handlers failed while pg-boss
@@ -102,11 +103,11 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
   timer.unref();
 
   return {
-    async take(jobId, queue) {
-      await takeLease(db, { jobId, queueSchema, queue, holder });
+    async take(jobIds, queue) {
+      await takeLeases(db, { jobIds, queueSchema, queue, holder });
     },
-    async release(jobId) {
-      await releaseLease(db, jobId, holder);
+    async release(jobIds) {
+      await releaseLeases(db, jobIds, holder);
     },
     async handBackOrphans(running, unleased) {
       const leased = await dropLeases(db, queueSchema, holder, [...running]);

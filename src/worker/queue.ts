@@ -4,13 +4,19 @@
 import { fromKysely, PgBoss, type Queue } from 'pg-boss';
 import type { OutageWatch } from '../db/outage.ts';
 import type { EnqueueFanout } from '../domain/notifications.ts';
+import type { EnqueueWebhookJobs } from '../domain/webhook-outbox.ts';
 import type { Logger } from '../logging/logger.ts';
+import type { QueueDepth } from '../observability/metrics.ts';
 
 export const queues = {
   fanout: 'fanout',
+  /** Fanouts of scheduled sends: deferred to their send_at, taken in batches (workers.ts). */
+  scheduledFanout: 'fanout_scheduled',
   deliver: 'deliver',
   fanoutFailed: 'fanout_failed',
   deliverFailed: 'deliver_failed',
+  webhook: 'webhook',
+  webhookFailed: 'webhook_failed',
 } as const;
 
 export async function startBoss(
@@ -43,11 +49,11 @@ export async function startBoss(
     await boss.createQueue(name, options);
     await boss.updateQueue(name, options);
   };
-  for (const deadLetter of [queues.fanoutFailed, queues.deliverFailed]) {
+  for (const deadLetter of [queues.fanoutFailed, queues.deliverFailed, queues.webhookFailed]) {
     await ensureQueue(deadLetter, { retryLimit: 3, retryDelay: 5 });
   }
   const supervised = { heartbeatSeconds: 10, notify: true };
-  await ensureQueue(queues.fanout, {
+  const fanoutQueue = {
     ...supervised,
     retryDelay: 1,
     retryBackoff: true,
@@ -55,7 +61,9 @@ export async function startBoss(
     retryLimit: 5,
     deadLetter: queues.fanoutFailed,
     expireInSeconds: 300,
-  });
+  };
+  await ensureQueue(queues.fanout, fanoutQueue);
+  await ensureQueue(queues.scheduledFanout, fanoutQueue);
   // Pushes have their own retry schedule (jobs.ts): a deliver job's retry only covers a crash or an
   // outage that cut it short, so it comes a second later and never backs off (backing off left
   // what an outage interrupted waiting up to 16 s after the database was back). Twenty failures
@@ -68,12 +76,65 @@ export async function startBoss(
     deadLetter: queues.deliverFailed,
     expireInSeconds: 120,
   });
+  // Webhook requests have their own schedule too (worker/webhooks.ts): a job's retry covers a crash
+  // or an outage. A job sends up to 100 requests, ten at a time, each within its timeout (at most
+  // 60 s): it may run for minutes before pg-boss counts it as lost.
+  await ensureQueue(queues.webhook, {
+    ...supervised,
+    retryDelay: 1,
+    retryBackoff: false,
+    retryLimit: 20,
+    deadLetter: queues.webhookFailed,
+    expireInSeconds: 900,
+  });
   return boss;
 }
 
-/** The job's id is the notification's: a notification has one fanout, whatever retries a send. */
-export function fanoutEnqueuer(boss: PgBoss): EnqueueFanout {
-  return async (tx, job, priority) => {
-    await boss.send(queues.fanout, job, { id: job.notificationId, priority, db: fromKysely(tx.getKysely()) });
+/**
+ * Where a job of a notification waits: in its priority lane (fanout.ts jobPriority), and in its
+ * application's pg-boss group, by which the workers keep one application's burst from holding up
+ * another's sends (workers.ts fairShare). Every fanout and deliver job, retries included, is placed
+ * with it; pg-boss's own retries keep the job's row, so its group too.
+ */
+export function placement(applicationId: string, priority: number): { priority: number; group: { id: string } } {
+  return { priority, group: { id: applicationId } };
+}
+
+/**
+ * Where a webhook job (and its retries) waits: in its endpoint's pg-boss group, so that the workers'
+ * fair share (workers.ts fairShare) keeps one slow endpoint from holding every webhook worker.
+ */
+export function webhookPlacement(endpointId: string): { group: { id: string } } {
+  return { group: { id: endpointId } };
+}
+
+/** Queues webhook jobs in the caller's transaction (the outbox's: domain/webhook-outbox.ts). */
+export function webhookEnqueuer(boss: PgBoss): EnqueueWebhookJobs {
+  return async (tx, jobs) => {
+    await boss.insert(queues.webhook, jobs.map((data) => ({ data, ...webhookPlacement(data.endpointId) })), { db: fromKysely(tx.getKysely()) });
   };
+}
+
+/**
+ * The job's id is the notification's: a notification has one fanout, whatever retries a send. A
+ * scheduled send's job is deferred to its time (pg-boss `startAfter`), in the same transaction.
+ */
+export function fanoutEnqueuer(boss: PgBoss): EnqueueFanout {
+  return async (tx, job, { priority, startAfter }) => {
+    await boss.send(startAfter ? queues.scheduledFanout : queues.fanout, job, {
+      id: job.notificationId,
+      ...placement(job.applicationId, priority),
+      ...(startAfter ? { startAfter } : {}),
+      db: fromKysely(tx.getKysely()),
+    });
+  };
+}
+
+/**
+ * Each queue's jobs by state, as pg-boss keeps them in its queue table (its monitor recounts them
+ * every couple of seconds): one small read, never a count over the jobs.
+ */
+export async function queueDepths(boss: PgBoss): Promise<QueueDepth[]> {
+  const found = await boss.getQueues(Object.values(queues));
+  return found.map((queue) => ({ queue: queue.name, ready: queue.readyCount, deferred: queue.deferredCount, active: queue.activeCount }));
 }

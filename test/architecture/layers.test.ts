@@ -19,6 +19,7 @@ describe('layers', () => {
     ['src/http/across.ts', "import { startWorkers } from '../worker/workers.ts';"],
     ['src/worker/across.ts', "import { createApp } from '../http/app.ts';"],
     ['src/logging/upward.ts', "import { Notification } from '../db/entities.ts';"],
+    ['src/observability/upward.ts', "import { queues } from '../worker/queue.ts';"],
     ['src/service/upward.ts', "import { buildProgram } from '../cli/program.ts';"],
   ])('%s may not %s', async (filePath, code) => {
     expect(await boundaryErrors(filePath, `${code}\nexport {};\n`)).toHaveLength(1);
@@ -31,6 +32,7 @@ describe('layers', () => {
     ['src/providers/down.ts', "import { entities } from '../db/entities.ts';"],
     ['src/domain/down.ts', "import { entities } from '../db/entities.ts';"],
     ['src/db/down.ts', "import type { Logger } from '../logging/logger.ts';"],
+    ['src/http/down.ts', "import { httpRequest } from '../observability/metrics.ts';"],
   ])('%s may %s', async (filePath, code) => {
     expect(await boundaryErrors(filePath, `${code}\nexport {};\n`)).toEqual([]);
   });

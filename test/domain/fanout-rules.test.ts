@@ -10,6 +10,7 @@ const candidate = (overrides: Partial<Candidate>): Candidate => ({
   providerIdentifier: 'token',
   permission: 'authorized',
   lastSeenAt: new Date('2026-01-01T00:00:00Z'),
+  deviceLocale: null,
   ...overrides,
 });
 const everywhere = new Set(['ios', 'android']);
@@ -77,6 +78,14 @@ describe('time to live', () => {
     expect(expiresAt(notification)).toEqual(at(60));
     expect(mayAttempt(notification, 1, at(60))).toBe(true);
     expect(mayAttempt(notification, 1, at(61))).toBe(false);
+  });
+
+  test('a scheduled send\'s window starts at its send_at, not when it was sent', () => {
+    const notification = { options: { ttl: 60 }, createdAt, scheduledFor: at(3600) };
+    expect(expiresAt(notification)).toEqual(at(3660));
+    expect(mayAttempt(notification, 1, at(3660))).toBe(true);
+    expect(mayAttempt(notification, 1, at(3661))).toBe(false);
+    expect(mayAttempt({ options: {}, createdAt, scheduledFor: at(3600) }, 9, at(3600 + 86_400))).toBe(true);
   });
 
   test('ttl 0 allows exactly one attempt, whenever it happens', () => {

@@ -1,6 +1,6 @@
 // The request hash an Idempotency-Key is checked against, without I/O: what a request means
 // decides it, not how its JSON is written.
-import { requestHash, type SendRequest } from '../../src/domain/notifications.ts';
+import { localizationsWithoutDefaultMessage, requestHash, sendRuleViolations, type SendRequest } from '../../src/domain/notifications.ts';
 
 const send: SendRequest = {
   recipients: { user_ids: ['user-1', 'user-2'] },
@@ -37,9 +37,31 @@ describe('requestHash', () => {
     ['one more recipient', (r) => r.recipients.user_ids.push('user-3')],
     ['a key added', (r) => (r.data!.extra = true)],
     ['a key removed', (r) => delete r.options!.priority],
+    ['a localization added', (r) => (r.notification.localizations = { fr: { title: 'Commande expédiée' } })],
   ])('any change of value changes it: %s', (_change, change) => {
     const changed = structuredClone(send);
     change(changed);
     expect(requestHash(changed)).not.toBe(requestHash(send));
+  });
+});
+
+describe('the send rules of localizations', () => {
+  const localized = (notification: SendRequest['notification']): SendRequest => ({ recipients: { user_ids: ['u'] }, notification });
+
+  test('localizations need a default title or body, which devices without a match receive', () => {
+    expect(sendRuleViolations(localized({ localizations: { fr: { title: 'Bonjour' } } }))).toEqual({ notification: [expect.any(String)] });
+    expect(sendRuleViolations({ ...localized({ localizations: { fr: { title: 'Bonjour' } } }), data: { sync: 1 } })).toEqual({
+      'notification.localizations': [localizationsWithoutDefaultMessage],
+    });
+    expect(sendRuleViolations({ ...localized({ localizations: {} }), data: { sync: 1 } })).toEqual({});
+    expect(sendRuleViolations(localized({ body: 'Hello', localizations: { fr: { title: 'Bonjour' } } }))).toEqual({});
+  });
+
+  test('a tag given twice in other letter case is refused, naming the later one', () => {
+    const problems = sendRuleViolations(localized({ title: 'Hi', localizations: { 'pt-BR': { title: 'Oi' }, fr: {}, 'PT-br': { title: 'Olá' } } }));
+    expect(Object.keys(problems)).toEqual(['notification.localizations.PT-br']);
+    expect(problems['notification.localizations.PT-br']).toEqual([
+      'The tag "PT-br" is "pt-BR" in other letter case: tags are case-insensitive, so each may be given once.',
+    ]);
   });
 });

@@ -7,8 +7,11 @@ import type { Truncation } from '../../src/db/entities.ts';
 import type { Platform } from '../../src/domain/platforms.ts';
 import {
   apnsPayload,
+  apnsPayloads,
+  contentFor,
   ellipsis,
   fcmMessage,
+  fcmMessages,
   fitToPlatform,
   payloadBytes,
   payloadLimits,
@@ -276,6 +279,23 @@ describe('payloadProblems', () => {
     expect(example).toEqual({ message: apns, errors: { data: [apns] } });
   });
 
+  test.each([
+    ['ios', 'APNs'],
+    ['android', 'FCM'],
+  ] as const)('every localization is measured: one that adds a title the default lacks can be the one over the %s limit', (platform, provider) => {
+    // The default has a body only, at the limit once cut; "fr" adds a title: an "…" more.
+    const base = payloadBytes(content({ body: ellipsis }, { data: { blob: '' } }), platform);
+    const data = { blob: 'x'.repeat(limit - base) };
+    const named = (problems: Record<string, string[]>) => (problems.data ?? []).filter((message) => message.startsWith(`The ${provider} `));
+    expect(named(payloadProblems(content({ body: 'Body' }, { data })))).toEqual([]);
+    const localized = content({ body: 'Body', localizations: { de: { body: 'Text' }, fr: { title: 'Titre' } } }, { data });
+    expect(named(payloadProblems(localized))).toEqual([
+      `The ${provider} payload of the "fr" localization would be ${limit + payloadBytes(content({ title: ellipsis, body: ellipsis }), platform) - payloadBytes(content({ body: ellipsis }), platform)} bytes with the title and body cut to "…" and without the URLs; the limit is 4096.`,
+    ]);
+    // Localizations that only replace the default's texts weigh what it weighs once cut.
+    expect(named(payloadProblems(content({ body: 'Body', localizations: { de: { body: 'x'.repeat(4096) } } }, { data })))).toEqual([]);
+  });
+
   test('reserved data keys are still refused', () => {
     expect(Object.keys(payloadProblems(content({ title: 'Hi' }, { data: { aps: 1, herald_x: 1, from: 1, 'gcm.x': 1 } })))).toEqual([
       'data.aps',
@@ -283,6 +303,47 @@ describe('payloadProblems', () => {
       'data.from',
       'data.gcm.x',
     ]);
+  });
+});
+
+describe('contentFor', () => {
+  const push = content(
+    {
+      title: 'Order shipped',
+      body: 'On its way',
+      image_url: 'https://cdn.example.com/a.png',
+      action_url: 'app://orders/1',
+      localizations: { fr: { title: 'Commande expédiée', body: 'En route' }, de: { body: 'Unterwegs' }, es: { title: null, body: '' } },
+    },
+    { data: { order: 1 }, options: { ttl: 60 } },
+  );
+
+  test("a localization's title and body replace the default's; the URLs, data and options stay; the localizations are not pushed", () => {
+    expect(contentFor(push, 'fr')).toEqual({
+      notification: { title: 'Commande expédiée', body: 'En route', image_url: 'https://cdn.example.com/a.png', action_url: 'app://orders/1' },
+      data: { order: 1 },
+      options: { ttl: 60 },
+    });
+  });
+
+  test('a field the localization leaves absent, null or empty is the default content\'s', () => {
+    expect(contentFor(push, 'de').notification).toMatchObject({ title: 'Order shipped', body: 'Unterwegs' });
+    expect(contentFor(push, 'es').notification).toMatchObject({ title: 'Order shipped', body: 'On its way' });
+  });
+
+  test('no tag, or a tag the notification does not have, is the default content', () => {
+    const { localizations: _localizations, ...shown } = push.notification;
+    expect(contentFor(push, null)).toEqual({ ...push, notification: shown });
+    expect(contentFor(push, 'it')).toEqual({ ...push, notification: shown });
+  });
+
+  test('a localization is cut to fit like the default content, and its truncation describes its own texts', () => {
+    const long = content({ title: 'News', body: 'Short', localizations: { fr: { body: 'é'.repeat(4096) } } });
+    expect(fitToPlatform(contentFor(long, null), 'ios').truncation).toBeNull();
+    for (const platform of platforms) {
+      const { truncation } = expectValidCut(contentFor(long, 'fr'), platform);
+      expect(truncation).toEqual({ title: null, body: expect.any(Number), dropped: [] });
+    }
   });
 });
 
@@ -392,5 +453,45 @@ describe('fcmMessage', () => {
       data: { herald_delivery_id: 'delivery-1', herald_notification_id: 'notification-1' },
       android: { priority: 'high', notification: { channelId: 'orders', color: '#ff0000' } },
     });
+  });
+});
+
+describe('apnsPayloads and fcmMessages: one content, many pushes', () => {
+  const contents: Record<string, PushContent> = {
+    'every field and option': content(
+      { title: 'Order shipped', body: 'On its way', image_url: 'https://cdn.example.com/a.png', action_url: 'app://orders/1' },
+      {
+        data: { order_id: 1042, nested: { a: [1, '2'] } },
+        options: { sound: 'bell', badge: 3, ios_category: 'ORDER', collapse_id: 'order-1042', priority: 'high', ttl: 60, android_channel_id: 'orders' },
+      },
+    ),
+    'data only': content({ title: null, body: null, image_url: null, action_url: null }, { data: { sync: 'inbox' } }),
+    'overrides of both platforms': content(
+      { title: 'Hi', body: 'There' },
+      { options: { platform_overrides: { ios: { aps: { sound: 'bell.caf' }, tags: ['c'] }, android: { priority: 'high', notification: { color: '#f00' } } } } },
+    ),
+    'iOS overrides that name herald': content({ title: 'Hi' }, { options: { platform_overrides: { ios: { herald: { delivery_id: 'fixed', extra: 1 } } } } }),
+  };
+  const pushes = [ids, { deliveryId: 'delivery-2', notificationId: 'notification-1' }, { deliveryId: 'delivery-3', notificationId: 'notification-2' }];
+
+  test.each(Object.keys(contents))('each push is serialized exactly as built alone, key order included (%s)', (name) => {
+    const apns = apnsPayloads(contents[name]);
+    const fcm = fcmMessages(contents[name]);
+    for (const push of pushes) {
+      expect(JSON.stringify(apns(push))).toBe(JSON.stringify(apnsPayload(contents[name], push)));
+      expect(JSON.stringify(fcm(push))).toBe(JSON.stringify(fcmMessage(contents[name], push)));
+    }
+  });
+
+  test('what the pushes share is built once; the ids are each push\'s own', () => {
+    const apns = apnsPayloads(contents['every field and option']);
+    const [first, second] = [apns(pushes[0]), apns(pushes[1])];
+    expect(first.aps).toBe(second.aps);
+    expect(first.herald).not.toBe(second.herald);
+    expect((first.herald as { delivery_id: string }).delivery_id).toBe('delivery-1');
+    expect((second.herald as { delivery_id: string }).delivery_id).toBe('delivery-2');
+    const fcm = fcmMessages(contents['every field and option']);
+    expect(fcm(pushes[0]).android).toBe(fcm(pushes[1]).android);
+    expect((fcm(pushes[2]).data as Record<string, string>).herald_notification_id).toBe('notification-2');
   });
 });

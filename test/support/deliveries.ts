@@ -2,6 +2,7 @@
 // queries on the tables and on the job queue. Everything goes to the real database.
 import { randomUUID } from 'node:crypto';
 import type { Orm } from '../../src/db/orm.ts';
+import { deliveryCounts, insertDeliveries, recordResults } from '../../src/db/sql.ts';
 import type { Harness } from './harness.ts';
 
 export type DeliveryState = 'pending' | 'accepted' | 'failed' | 'skipped';
@@ -20,27 +21,35 @@ export type DeliveryInput = {
   attempts?: number;
 };
 
-/** Inserts one delivery row and returns its id. */
+/**
+ * One delivery in the given state, written by the statements the worker uses (so the
+ * notification's counters move with it), with its attempts set after. Returns its id.
+ */
 export async function insertDelivery(orm: Orm, delivery: DeliveryInput): Promise<string> {
   const id = randomUUID();
-  await orm.em.fork().execute(
-    `insert into deliveries
-       (id, application_id, notification_id, installation_id, client_installation_id, user_id,
-        platform, state, reason, attempts, created_at)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())`,
-    [
-      id,
-      delivery.applicationId,
-      delivery.notificationId,
-      delivery.installationRowId,
-      delivery.clientInstallationId,
-      delivery.userId,
-      delivery.platform ?? 'ios',
-      delivery.state ?? 'accepted',
-      delivery.reason ?? null,
-      delivery.attempts ?? (delivery.state === 'skipped' ? 0 : 1),
-    ],
-  );
+  const state = delivery.state ?? 'accepted';
+  const em = orm.em.fork();
+  await insertDeliveries(em, delivery.applicationId, delivery.notificationId, [
+    {
+      deliveryId: id,
+      rowId: delivery.installationRowId as string,
+      installationId: delivery.clientInstallationId,
+      userId: delivery.userId as string,
+      platform: delivery.platform ?? 'ios',
+      providerIdentifier: 'unused',
+      permission: 'authorized',
+      lastSeenAt: new Date(),
+      deviceLocale: null,
+      state: state === 'skipped' ? 'skipped' : 'pending',
+      reason: state === 'skipped' ? (delivery.reason ?? null) : null,
+      locale: null,
+      truncation: null,
+    },
+  ]);
+  if (state !== 'pending' && state !== 'skipped') {
+    await recordResults(em, [{ deliveryId: id, state, reason: delivery.reason ?? null, providerMessageId: null }], false);
+  }
+  await em.execute('update deliveries set attempts = ? where id = ?', [delivery.attempts ?? (state === 'skipped' ? 0 : 1), id]);
   return id;
 }
 
@@ -107,4 +116,18 @@ export async function setEventReceivedAt(orm: Orm, applicationId: string, eventI
 
 export async function setInstallationLastSeen(orm: Orm, installationRowId: string, at: Date): Promise<void> {
   await orm.em.fork().execute('update installations set last_seen_at = ? where id = ?', [at, installationRowId]);
+}
+
+/** A notification's statistics before anything happened to it. */
+export const zeroStatistics = { users: 0, installations: 0, accepted: 0, received: 0, displayed: 0, opened: 0, failed: 0, skipped: 0 };
+
+/**
+ * A notification's statistics counted from its delivery rows (db/sql.ts deliveryCounts), in the
+ * API's shape: what the counters on the notification must equal.
+ */
+export async function recountedStatistics(orm: Orm, notificationId: string) {
+  const [row] = await deliveryCounts(orm.em.fork(), [notificationId]);
+  if (!row) return { ...zeroStatistics };
+  const { notificationId: _id, pending: _pending, ...statistics } = row;
+  return statistics;
 }

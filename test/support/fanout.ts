@@ -2,11 +2,16 @@
 // that test files never take each other's jobs), and both provider simulators, reached through
 // the real client libraries.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import request from 'supertest';
 import type { PgBoss } from 'pg-boss';
 import { setApnsCredentials, setFcmCredentials } from '../../src/domain/credentials.ts';
 import { createProviderClients, type ProviderClients } from '../../src/worker/clients.ts';
-import { startBoss } from '../../src/worker/queue.ts';
+import { startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
+import { createWebhookSender } from '../../src/worker/webhook-sender.ts';
+import { createWebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { startWorkers } from '../../src/worker/workers.ts';
 import type { ProviderEndpoints } from '../../src/providers/provider.ts';
 import { startHarness, type Harness } from './harness.ts';
@@ -17,7 +22,14 @@ export type PipelineApplication = Awaited<ReturnType<Pipeline['newApplication']>
 
 /** `workers: false` leaves the jobs to worker processes a test starts itself. */
 export async function startPipeline(
-  options: { batchSize?: number; workers?: boolean; sendDeadlineSeconds?: number; chunkSize?: number } = {},
+  options: {
+    batchSize?: number;
+    workers?: boolean;
+    sendDeadlineSeconds?: number;
+    chunkSize?: number;
+    /** Webhook sending: private addresses allowed (receivers run on this machine) unless said otherwise. */
+    webhooks?: { allowPrivate?: boolean; timeoutSeconds?: number; retryBaseSeconds?: number; windowSeconds?: number };
+  } = {},
 ) {
   const queueSchema = `pgboss_${randomBytes(4).toString('hex')}`;
   const harness: Harness = await startHarness({ queueSchema });
@@ -27,6 +39,10 @@ export async function startPipeline(
   const endpoints: ProviderEndpoints = { apns: apns.sim.url, fcm: fcm.sim.url, ca: `${apns.sim.ca}\n${fcm.sim.ca}` };
   const workerBoss: PgBoss = await startBoss(harness.url, silentLogger, { worker: true, schema: queueSchema });
   const clients: ProviderClients = createProviderClients({ key: credentialsKey, endpoints, logger: silentLogger });
+  const webhookSender = createWebhookSender({
+    allowPrivate: options.webhooks?.allowPrivate ?? true,
+    timeoutMs: (options.webhooks?.timeoutSeconds ?? 10) * 1000,
+  });
   const workers = options.workers === false ? null : await startWorkers({
     orm: harness.orm,
     boss: workerBoss,
@@ -37,6 +53,14 @@ export async function startPipeline(
     sendDeadlineSeconds: options.sendDeadlineSeconds ?? 30,
     queueSchema,
     chunkSize: options.chunkSize ?? 100,
+    webhooks: {
+      outbox: createWebhookOutbox(webhookEnqueuer(workerBoss), { cacheMs: 0 }),
+      sender: webhookSender,
+      key: credentialsKey,
+      concurrency: 2,
+      retryBaseSeconds: options.webhooks?.retryBaseSeconds ?? 10,
+      windowSeconds: options.webhooks?.windowSeconds ?? 86_400,
+    },
   });
 
   const pipeline = {
@@ -44,8 +68,26 @@ export async function startPipeline(
     apns: apns.sim,
     fcm: fcm.sim,
     credentialsKey,
+    /** The credentials the simulators accept, for an application set up by hand. */
+    credentials: { apns: apns.credentials, fcm: fcm.credentials },
     endpoints,
     queueSchema,
+
+    /**
+     * The environment of a `herald` process working this pipeline's queue against its simulators
+     * (the simulators' CA written to a file for it).
+     */
+    workerEnvironment(): NodeJS.ProcessEnv {
+      const caFile = path.join(mkdtempSync(path.join(tmpdir(), 'herald-ca-')), 'ca.pem');
+      writeFileSync(caFile, endpoints.ca!);
+      return {
+        HERALD_QUEUE_SCHEMA: queueSchema,
+        HERALD_CREDENTIALS_KEY: credentialsKey.toString('base64'),
+        HERALD_APNS_ENDPOINT: endpoints.apns!,
+        HERALD_FCM_ENDPOINT: endpoints.fcm!,
+        HERALD_PROVIDER_CA_FILE: caFile,
+      };
+    },
 
     /** An application with a server token, an app token, and (by default) both providers' credentials. */
     async newApplication(providers: { apns?: boolean; fcm?: boolean } = { apns: true, fcm: true }) {
@@ -103,6 +145,7 @@ export async function startPipeline(
       await workerBoss.stop({ graceful: false, close: true });
       await workers?.stop();
       await clients.close();
+      webhookSender.close();
       await apns.sim.stop();
       await fcm.sim.stop();
       await harness.close();

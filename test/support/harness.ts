@@ -7,7 +7,8 @@ import pg from 'pg';
 import { createApplication, createToken } from '../../src/domain/applications.ts';
 import type { SendPolicy } from '../../src/domain/rate-limits.ts';
 import { createSendLimiter } from '../../src/http/send-limiter.ts';
-import { fanoutEnqueuer, startBoss } from '../../src/worker/queue.ts';
+import { fanoutEnqueuer, startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
+import { createWebhookOutbox, type WebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { createApp } from '../../src/http/app.ts';
 import { loadDocument } from '../../src/http/document.ts';
 import { createLogger, type Logger } from '../../src/logging/logger.ts';
@@ -17,6 +18,8 @@ export type Harness = {
   app: Express;
   orm: Orm;
   boss: PgBoss;
+  /** The app's webhook outbox (subscriptions read on every use: no cache between a test's steps). */
+  webhooks: WebhookOutbox;
   /** pg-boss's schema: where this harness's jobs are. */
   queueSchema: string;
   url: string;
@@ -38,7 +41,15 @@ export function databaseUrl(): string {
 }
 
 export async function startHarness(
-  options: { logger?: Logger; bodyLimit?: string; sendPolicy?: SendPolicy; queueSchema?: string; databaseUrl?: string } = {},
+  options: {
+    logger?: Logger;
+    bodyLimit?: string;
+    sendPolicy?: SendPolicy;
+    queueSchema?: string;
+    databaseUrl?: string;
+    /** 0 by default: a revocation or a policy set by a test applies to its next request. */
+    tokenCacheMs?: number;
+  } = {},
 ): Promise<Harness> {
   const url = options.databaseUrl ?? databaseUrl();
   const logger = options.logger ?? createLogger('silent');
@@ -48,20 +59,24 @@ export async function startHarness(
   const boss = await startBoss(url, logger, { worker: false, schema: queueSchema });
   const limiterPool = new pg.Pool({ connectionString: url, max: 2 });
   limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit connection lost'));
+  const webhooks = createWebhookOutbox(webhookEnqueuer(boss), { cacheMs: 0 });
   const app = createApp({
     orm,
     enqueueFanout: fanoutEnqueuer(boss),
+    webhooks,
     logger,
     document: loadDocument(),
     bodyLimit: options.bodyLimit ?? '1mb',
     validateResponses: true,
     sendLimiter: createSendLimiter(limiterPool),
     defaultSendPolicy: options.sendPolicy ?? { quota: 100_000, windowSeconds: 60 },
+    tokenCacheMs: options.tokenCacheMs ?? 0,
   });
   return {
     app,
     orm,
     boss,
+    webhooks,
     queueSchema,
     url,
     logger,

@@ -81,7 +81,7 @@ export function addCredentialsCommands(program: Command, config: Config, logger:
 
   credentials
     .command('rotate-key')
-    .description('re-encrypt every stored credential under a new key, in one transaction (the current key is HERALD_CREDENTIALS_KEY)')
+    .description('re-encrypt every stored credential and webhook signing secret under a new key, in one transaction (the current key is HERALD_CREDENTIALS_KEY)')
     .option('--new-key-file <path>', 'a file holding the new key (`openssl rand -base64 32 > new.key`)')
     .option('--new-key-stdin', 'read the new key from standard input')
     .action(async (options: { newKeyFile?: string; newKeyStdin?: boolean }) => {
@@ -95,8 +95,9 @@ export function addCredentialsCommands(program: Command, config: Config, logger:
       // Only the line end that `openssl rand -base64 32 > file` or `echo` adds is forgiven.
       const newKey = decodeCredentialsKey(given.replace(/\r?\n$/, ''));
       if (!newKey) throw new Error(`The new key must be ${credentialsKeyForm}; nothing was re-encrypted.`);
-      const count = await withDatabase(config, logger, (em) => rotateCredentialsKey(em, currentKey, newKey));
-      out(`Re-encrypted ${count} stored credential(s) with the new key.`);
+      const rotated = await withDatabase(config, logger, (em) => rotateCredentialsKey(em, currentKey, newKey));
+      out(`Re-encrypted ${rotated.credentials} stored credential(s) with the new key.`);
+      if (rotated.webhookSecrets > 0) out(`Re-encrypted ${rotated.webhookSecrets} webhook signing secret(s) with the new key.`);
       out(
         'Now set HERALD_CREDENTIALS_KEY to the new key wherever it is set (every worker, and this CLI) and restart the ' +
           'workers: until they restart they cannot open any credential they have not opened already.',

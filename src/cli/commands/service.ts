@@ -68,7 +68,9 @@ async function run(config: Config, logger: Logger, options: RunOptions) {
   }
   const service = await startService(config, logger, options, simulators?.endpoints);
   if (options.demo) {
-    await ensureDemoApplication(service.database.orm.em.fork(), config, out, {
+    const address = service.server?.address();
+    const port = address && typeof address === 'object' ? address.port : config.PORT;
+    await ensureDemoApplication(service.database.orm.em.fork(), port, out, {
       credentialsKey: service.credentialsKey,
       simulatorKeys: simulators?.keys ?? null,
     });

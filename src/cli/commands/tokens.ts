@@ -53,7 +53,7 @@ export function addTokensCommands(program: Command, config: Config, logger: Logg
     });
   tokens
     .command('revoke')
-    .description('revoke a token; it stops working on its next request')
+    .description('revoke a token; it stops working within 5 seconds')
     .argument('<id>', 'token id')
     .action(async (id: string) => {
       const revoked = await withDatabase(config, logger, (em) => revokeToken(em, id));

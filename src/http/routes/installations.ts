@@ -4,14 +4,24 @@ import {
   deleteInstallation,
   findInstallation,
   installationView,
+  listUserInstallations,
   registerInstallation,
   updateInstallation,
 } from '../../domain/installations.ts';
 import { principalOf } from '../auth.ts';
+import { pageParameters } from '../page.ts';
 
 export function installationsRouter(orm: Orm): Router {
   const router = Router();
   const path = '/api/v1/installations/:installationId';
+
+  router.get('/api/v1/installations', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    // Required by the document: the validator has answered 422 when it is missing.
+    const userId = req.query.user_id as string;
+    const { installations, nextCursor } = await listUserInstallations(orm.em, applicationId, { userId, ...pageParameters(req) });
+    res.json({ data: installations.map(installationView), meta: { next_cursor: nextCursor } });
+  });
 
   router.put(path, async (req, res) => {
     const { applicationId } = principalOf(req);

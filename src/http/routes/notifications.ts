@@ -3,19 +3,22 @@ import type { Orm } from '../../db/orm.ts';
 import {
   findNotification,
   listNotifications,
-  notificationViews,
+  notificationView,
   sendNotification,
   type EnqueueFanout,
+  type NotificationView,
 } from '../../domain/notifications.ts';
-import { deliveryView, listDeliveries, type DeliveryView } from '../../domain/deliveries.ts';
+import { cancelNotification, reportCancellation } from '../../domain/cancellation.ts';
+import type { WebhookOutbox } from '../../domain/webhook-outbox.ts';
+import { breakdownOf, deliveryView, listDeliveries, type DeliveryView } from '../../domain/deliveries.ts';
 import { principalOf } from '../auth.ts';
+import { pageParameters } from '../page.ts';
 import type { SendQuota } from '../rate-limit.ts';
-
-const defaultPageSize = 25;
+import { notificationMoved, sendAnswered } from '../../observability/metrics.ts';
 
 export const sendPath = '/api/v1/notifications';
 
-export function notificationsRouter(orm: Orm, enqueueFanout: EnqueueFanout, quota: SendQuota): Router {
+export function notificationsRouter(orm: Orm, enqueueFanout: EnqueueFanout, quota: SendQuota, webhooks: WebhookOutbox): Router {
   const router = Router();
 
   router.post(sendPath, async (req, res) => {
@@ -27,37 +30,50 @@ export function notificationsRouter(orm: Orm, enqueueFanout: EnqueueFanout, quot
       admit: () => quota.admit(req, res),
       refund: () => quota.refund(req, res),
     });
+    sendAnswered(applicationId, accepted ? 'accepted' : 'replayed');
+    if (accepted) notificationMoved('queued');
     // A replay took nothing from the quota, and says how much is left all the same.
     if (!res.hasHeader('RateLimit')) await quota.announce(req, res);
-    const [data] = await notificationViews(orm.em, [notification]);
-    res.status(202).json({ data, meta: { accepted } });
+    res.status(202).json({ data: notificationView(notification), meta: { accepted } });
   });
 
   router.get('/api/v1/notifications', async (req, res) => {
     const { applicationId } = principalOf(req);
     const { notifications, nextCursor } = await listNotifications(orm.em, applicationId, {
-      limit: req.query.limit === undefined ? defaultPageSize : Number(req.query.limit),
-      cursor: typeof req.query.cursor === 'string' ? req.query.cursor : undefined,
+      ...pageParameters(req),
+      status: typeof req.query.status === 'string' ? (req.query.status as NotificationView['status']) : undefined,
     });
-    res.json({ data: await notificationViews(orm.em, notifications), meta: { next_cursor: nextCursor } });
+    res.json({ data: notifications.map((n) => notificationView(n)), meta: { next_cursor: nextCursor } });
   });
 
   router.get('/api/v1/notifications/:notificationId', async (req, res) => {
     const { applicationId } = principalOf(req);
     const notification = await findNotification(orm.em, applicationId, req.params.notificationId);
-    const [data] = await notificationViews(orm.em, [notification]);
-    res.json({ data });
+    res.json({ data: notificationView(notification) });
+  });
+
+  router.post('/api/v1/notifications/:notificationId/cancel', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    const { notification, ...finished } = await cancelNotification(orm.em, webhooks, applicationId, req.params.notificationId);
+    reportCancellation(req.log, finished);
+    res.json({ data: notificationView(notification) });
   });
 
   router.get('/api/v1/notifications/:notificationId/deliveries', async (req, res) => {
     const { applicationId } = principalOf(req);
     const { deliveries, nextCursor } = await listDeliveries(orm.em, applicationId, req.params.notificationId, {
-      limit: req.query.limit === undefined ? defaultPageSize : Number(req.query.limit),
-      cursor: typeof req.query.cursor === 'string' ? req.query.cursor : undefined,
+      ...pageParameters(req),
       userId: typeof req.query.user_id === 'string' ? req.query.user_id : undefined,
       state: typeof req.query.state === 'string' ? (req.query.state as DeliveryView['state']) : undefined,
+      platform: typeof req.query.platform === 'string' ? (req.query.platform as DeliveryView['platform']) : undefined,
+      reason: typeof req.query.reason === 'string' ? req.query.reason : undefined,
     });
     res.json({ data: deliveries.map(deliveryView), meta: { next_cursor: nextCursor } });
+  });
+
+  router.get('/api/v1/notifications/:notificationId/breakdown', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    res.json({ data: await breakdownOf(orm.em, applicationId, req.params.notificationId) });
   });
 
   return router;

@@ -5,7 +5,6 @@ import { randomBytes } from 'node:crypto';
 import http2 from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { generate } from 'selfsigned';
 import type { Answer, Latency, ProviderHandler, SimRequest, SimResponse } from './common.ts';
 import { answerControl, type Recording } from './control.ts';
 
@@ -18,6 +17,9 @@ export type Certificate = { private: string; cert: string };
 export async function selfSignedCertificate(name: string, host: string): Promise<Certificate> {
   // A subject of its own: OpenSSL finds trust anchors by subject name, so two simulators' certificates
   // with the same subject in one CA file (HERALD_PROVIDER_CA_FILE) would hide each other.
+  // Imported here: the library and its X.509 stack (~20 MB resident) are for simulators only, and
+  // every `herald` command loads this module.
+  const { generate } = await import('selfsigned');
   return generate([{ name: 'commonName', value: `Herald ${name} simulator ${randomBytes(6).toString('hex')}` }], {
     keyType: 'ec',
     algorithm: 'sha256',

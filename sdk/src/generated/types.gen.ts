@@ -4,6 +4,8 @@ export type ClientOptions = {
     baseUrl: `${string}://${string}` | (string & {});
 };
 
+export type Webhooks = PostNotificationCompletedWebhookRequest | PostDeliveryFailedWebhookRequest | PostInstallationInvalidatedWebhookRequest | PostEventReportedWebhookRequest;
+
 /**
  * The body of every error answer.
  */
@@ -151,6 +153,19 @@ export type InstallationEnvelope = {
     data: Installation;
 };
 
+export type InstallationPage = {
+    /**
+     * Newest registration first.
+     */
+    data: Array<Installation>;
+    meta: {
+        /**
+         * Pass as `cursor` for the next page; null on the last page.
+         */
+        next_cursor: string | null;
+    };
+};
+
 /**
  * A free-form JSON object. Strings and keys must not contain U+0000 (Postgres cannot
  * store it), and a request body nests at most 32 objects and arrays deep.
@@ -168,23 +183,77 @@ export type JsonValue = string | number | boolean | null | Array<JsonValue> | {
 };
 
 /**
- * What the user sees. Every key is optional; null or absent means none.
+ * What the user sees. Every key is optional; null or absent means none. `title` and `body`
+ * are the default content: what a device receives when no localization matches its locale.
+ *
  */
 export type NotificationContent = {
     title?: NotificationTitle;
     body?: NotificationBody;
     image_url?: NotificationImageUrl;
     action_url?: NotificationActionUrl;
+    localizations?: Localizations;
 };
 
 /**
- * The content as sent; all four keys are always present (null when not given).
+ * The title and body in other languages, keyed by BCP 47 language tag (`fr`, `pt-BR`,
+ * `zh-Hant-TW`; case-insensitive, so `fr` and `FR` cannot both be given: 422). At most 50:
+ * more than apps are commonly translated into, and a bound on what one notification stores
+ * and what its fanout measures (every localization is fitted to each provider's limit).
+ * Requires a default `title` or `body` (422 otherwise): devices that match no localization
+ * receive it, and each localization falls back to it field by field.
+ *
+ * Each installation receives the best match for its `device.locale` (`fr_FR`, `fr-FR`,
+ * `zh_TW_#Hant` and `en_US.UTF-8` are read as the tags they mean):
+ * 1. the localization whose tag equals the device's (case-insensitive);
+ * 2. the device's tag made more general, a subtag at a time from the end (`zh-Hant-TW`:
+ * `zh-Hant`), then the same with the script the language most likely uses (a `zh-TW`
+ * device: `zh-Hant-TW`, `zh-Hant`), then the language alone (`pt-BR`: `pt`);
+ * 3. any localization of the same language (`pt-BR` device, only `pt-PT` given): the one
+ * with the device's likely script, then its region, then the one with the fewest subtags,
+ * then the first in alphabetical order;
+ * 4. otherwise, or without a device locale, the default content.
+ *
+ * The delivery records the tag it received (`locale` in `listDeliveries`; null for the
+ * default content). Each localized push is cut to fit its provider's limit like the default
+ * content, and the delivery's `truncation` describes the push it was sent.
+ *
+ */
+export type Localizations = {
+    [key in LanguageTag]?: Localization;
+};
+
+/**
+ * A well-formed BCP 47 language tag (RFC 5646 `langtag`: language, then optional extlangs,
+ * script, region, variants, extensions and private use, separated by `-`), in any letter
+ * case. Tags that are private use alone (`x-…`) or grandfathered (`i-klingon`) are not
+ * accepted: they name no language to match a device with.
+ *
+ */
+export type LanguageTag = string;
+
+/**
+ * The title and body for one language, under the same limits as the default ones. A field
+ * that is absent, null or empty falls back to the default content's (`{ "body": "…" }` keeps
+ * the default title); `image_url` and `action_url` are always the default content's.
+ *
+ */
+export type Localization = {
+    title?: NotificationTitle;
+    body?: NotificationBody;
+};
+
+/**
+ * The content as sent; every key is always present (null when not given, `localizations`
+ * `{}` when none were given).
+ *
  */
 export type NotificationContentResponse = {
     title: NotificationTitle;
     body: NotificationBody;
     image_url: NotificationImageUrl;
     action_url: NotificationActionUrl;
+    localizations: Localizations;
 };
 
 export type NotificationTitle = string | null;
@@ -212,8 +281,18 @@ export type NotificationActionUrl = string | null;
  */
 export type NotificationOptions = {
     /**
+     * (1.1.0) When to send: an RFC 3339 date-time with its offset, at most 30 days ahead
+     * (422 `options.send_at` beyond). Absent or not in the future: now. Until then the
+     * notification is `queued` with `scheduled_for` set, and can be cancelled; its fanout
+     * is queued with it, in the same transaction, so a restart neither loses nor doubles
+     * it. `ttl` counts from this time.
+     *
+     */
+    send_at?: string;
+    /**
      * Seconds the push stays deliverable (apns-expiration, android.ttl); 0 means now or
-     * never. A push that would arrive later is failed as expired.
+     * never. A push that would arrive later is failed as expired. Counted from `send_at`
+     * when given, else from the send.
      *
      */
     ttl?: number;
@@ -318,15 +397,20 @@ export type Statistics = {
     skipped: number;
 };
 
+/**
+ * `queued` → `processing` → `completed` (nothing failed), `partial` (some accepted,
+ * some failed) or `failed` (nothing accepted and something failed, or the fanout
+ * itself failed). With no eligible installation: `completed` with zero counters.
+ * (1.1.0) `cancelled`: ended by `cancelNotification` while `queued` or `processing`;
+ * its statistics count what was pushed before, its other deliveries are `skipped`
+ * with reason `cancelled`.
+ *
+ */
+export type NotificationStatus = 'queued' | 'processing' | 'completed' | 'partial' | 'failed' | 'cancelled';
+
 export type Notification = {
     id: string;
-    /**
-     * `queued` → `processing` → `completed` (nothing failed), `partial` (some accepted,
-     * some failed) or `failed` (nothing accepted and something failed, or the fanout
-     * itself failed). With no eligible installation: `completed` with zero counters.
-     *
-     */
-    status: 'queued' | 'processing' | 'completed' | 'partial' | 'failed';
+    status: NotificationStatus;
     notification: NotificationContentResponse;
     /**
      * The `data` given at send time (`{}` when none).
@@ -347,11 +431,15 @@ export type Notification = {
     statistics: Statistics;
     created_at: string | null;
     /**
+     * (1.1.0) The `options.send_at` it was sent with when that was in the future; null for a send now.
+     */
+    scheduled_for: string | null;
+    /**
      * When the fanout started; null while `queued`.
      */
     processing_started_at: string | null;
     /**
-     * When the fanout finished (`completed`, `partial` or `failed`).
+     * When the fanout finished (`completed`, `partial` or `failed`) or it was `cancelled`.
      */
     completed_at: string | null;
 };
@@ -394,7 +482,8 @@ export type DroppedField = 'image_url' | 'action_url';
  * `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
  * (the provider's, or `expired`, `provider_credentials`, `provider unreachable`...);
  * `skipped` with a reason (`permission_denied`, `permission_not_determined`,
- * `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`).
+ * `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`,
+ * and (1.1.0) `cancelled`: the notification was cancelled before this push was made).
  *
  */
 export type DeliveryState = 'pending' | 'accepted' | 'failed' | 'skipped';
@@ -418,9 +507,17 @@ export type Delivery = {
      */
     provider_message_id: string | null;
     /**
+     * The tag of the localization this push carries (`notification.localizations`), as the
+     * send gave it; null when it carries the default content (no localization matched the
+     * device's locale, or the notification has none) and for skipped deliveries.
+     *
+     */
+    locale: string | null;
+    /**
      * How this platform's push was cut to fit the provider's 4096-byte limit; null when it
      * is sent whole (and for skipped deliveries). The cut is the same for every delivery
-     * of a notification on one platform, and is exactly what the push carried.
+     * of a notification on one platform in one localization (`locale`), and is exactly
+     * what the push carried.
      *
      */
     truncation: {
@@ -461,6 +558,21 @@ export type DeliveryPage = {
          */
         next_cursor: string | null;
     };
+};
+
+export type DeliveryBreakdown = {
+    /**
+     * One row per (state, platform, reason) that occurs, most deliveries first.
+     */
+    data: Array<{
+        state: DeliveryState;
+        platform: Platform;
+        /**
+         * Why they failed or were skipped; null for `pending` and `accepted`.
+         */
+        reason: string | null;
+        deliveries: number;
+    }>;
 };
 
 export type EventType = 'received' | 'displayed' | 'opened' | 'dismissed';
@@ -509,6 +621,276 @@ export type HealthStatus = {
 };
 
 /**
+ * `notification.completed`: a notification's fanout ended (status `completed`, `partial` or
+ * `failed`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
+ * provider refused it, it expired, or the provider refused the credentials).
+ * `installation.invalidated`: a provider declared an installation's push identifier dead.
+ * `event.reported`: the app reported a delivery event that Herald recorded (201; not a
+ * replay of an `event_id`).
+ *
+ */
+export type WebhookEventType = 'notification.completed' | 'delivery.failed' | 'installation.invalidated' | 'event.reported';
+
+/**
+ * The endpoint's last delivery attempt.
+ */
+export type WebhookAttempt = {
+    at: string;
+    event_id: string;
+    event_type: WebhookEventType;
+    /**
+     * Which attempt at delivering that event this was (1 for the first).
+     */
+    attempt: number;
+    outcome: 'succeeded' | 'failed';
+    /**
+     * The HTTP status the endpoint answered; null when it did not answer (timeout, refused connection).
+     */
+    status_code: number | null;
+    /**
+     * Why the attempt failed (`HTTP 500`, `timeout after 10 s`, `redirect not followed (HTTP 302)`...); null when it succeeded.
+     */
+    error: string | null;
+};
+
+/**
+ * Where Herald sends an application's events. The signing secret is never returned.
+ */
+export type WebhookEndpoint = {
+    id: string;
+    /**
+     * The URL Herald POSTs to; redirects are never followed.
+     */
+    url: string;
+    /**
+     * The event types this endpoint takes.
+     */
+    events: Array<WebhookEventType>;
+    status: 'enabled' | 'disabled';
+    /**
+     * When Herald disabled it (its deliveries had all failed for 24 hours); null while enabled.
+     */
+    disabled_at: string | null;
+    /**
+     * Why it was disabled, with the last error; null while enabled.
+     */
+    disabled_reason: string | null;
+    /**
+     * The first failed attempt since the last one that succeeded; null when the last
+     * attempt succeeded or none failed. The endpoint is disabled once this is 24 hours ago.
+     *
+     */
+    failing_since: string | null;
+    /**
+     * The last delivery attempt; null before the first.
+     */
+    last_attempt: WebhookAttempt | null;
+    /**
+     * After `herald webhooks rotate-secret`, requests carry a second `v1` signature made
+     * with the previous secret until this time; null when there is no previous secret.
+     *
+     */
+    previous_secret_expires_at: string | null;
+    created_at: string;
+};
+
+export type WebhookEndpointList = {
+    /**
+     * Oldest first; at most 20.
+     */
+    data: Array<WebhookEndpoint>;
+};
+
+/**
+ * `pending` while attempts go on (with exponential backoff, for 24 hours from the event);
+ * `succeeded` once the endpoint answered 2xx; `failed` when Herald gave up (`reason`).
+ *
+ */
+export type WebhookDeliveryState = 'pending' | 'succeeded' | 'failed';
+
+/**
+ * One event sent, or being sent, to one endpoint.
+ */
+export type WebhookDelivery = {
+    id: string;
+    /**
+     * The event's `id`, the same in every attempt and for every endpoint that takes it.
+     */
+    event_id: string;
+    event_type: WebhookEventType;
+    state: WebhookDeliveryState;
+    /**
+     * Why a `failed` delivery was given up: `expired` (no success within 24 hours of the
+     * event), `endpoint_disabled`, `internal_error`; null otherwise.
+     *
+     */
+    reason: string | null;
+    attempts: number;
+    /**
+     * The HTTP status of the last attempt; null before the first or when the endpoint did not answer.
+     */
+    status_code: number | null;
+    /**
+     * Why the last attempt failed; null when it succeeded or none was made.
+     */
+    error: string | null;
+    /**
+     * The first characters (at most 200) of the last answer's body; Herald keeps no more of it.
+     */
+    response_excerpt: string | null;
+    created_at: string;
+    last_attempt_at: string | null;
+    /**
+     * When the next attempt is due, while `pending` after a failed attempt.
+     */
+    next_attempt_at: string | null;
+    completed_at: string | null;
+};
+
+export type WebhookDeliveryPage = {
+    /**
+     * Newest first.
+     */
+    data: Array<WebhookDelivery>;
+    meta: {
+        /**
+         * Pass as `cursor` for the next page; null on the last page.
+         */
+        next_cursor: string | null;
+    };
+};
+
+/**
+ * A notification's fanout ended; `data.notification` is the notification as `GET /api/v1/notifications/{id}` shows it at that moment.
+ */
+export type NotificationCompletedEvent = {
+    /**
+     * The event's id, the same in every attempt and for every endpoint; de-duplicate by it.
+     */
+    id: string;
+    type: 'notification.completed';
+    created_at: string;
+    data: {
+        notification: Notification;
+    };
+};
+
+/**
+ * A delivery ended `failed`; `data.delivery` is the delivery as the deliveries list shows it, with `reason`.
+ */
+export type DeliveryFailedEvent = {
+    id: string;
+    type: 'delivery.failed';
+    created_at: string;
+    data: {
+        notification_id: string;
+        delivery: Delivery;
+    };
+};
+
+/**
+ * A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`).
+ */
+export type InstallationInvalidatedEvent = {
+    id: string;
+    type: 'installation.invalidated';
+    created_at: string;
+    data: {
+        installation: Installation;
+    };
+};
+
+/**
+ * The app reported a delivery event that Herald recorded (answered 201); `data.event` is the recorded event.
+ */
+export type EventReportedEvent = {
+    id: string;
+    type: 'event.reported';
+    created_at: string;
+    data: {
+        event: Event;
+        notification_id: string;
+        /**
+         * The user the delivery went to.
+         */
+        user_id: string | null;
+    };
+};
+
+/**
+ * The body of every webhook request; `type` tells which.
+ */
+export type WebhookEvent = ({
+    type: 'notification.completed';
+} & NotificationCompletedEvent) | ({
+    type: 'delivery.failed';
+} & DeliveryFailedEvent) | ({
+    type: 'installation.invalidated';
+} & InstallationInvalidatedEvent) | ({
+    type: 'event.reported';
+} & EventReportedEvent);
+
+export type Ability = 'installations:write' | 'installations:read' | 'installations:list' | 'notifications:send' | 'notifications:read' | 'events:write' | '*';
+
+/**
+ * A platform's provider credentials, as the workers last found them.
+ */
+export type ProviderStatus = {
+    provider: 'apns' | 'fcm';
+    /**
+     * `unhealthy`: the provider refused the credentials (see `reason`); pushes of this
+     * platform fail until they are replaced. `unreachable`: the provider could not be
+     * reached (a network fault, not the credentials); pushes wait and are retried. Both end
+     * with the next push the provider accepts.
+     *
+     */
+    status: 'not_configured' | 'healthy' | 'unhealthy' | 'unreachable';
+    /**
+     * Since when `unhealthy` or `unreachable`; null otherwise.
+     */
+    since: string | null;
+    /**
+     * The provider's refusal while `unhealthy`, e.g. `InvalidProviderToken`; null otherwise.
+     */
+    reason: string | null;
+    /**
+     * When the credentials were last set; null when not configured.
+     */
+    updated_at: string | null;
+};
+
+export type Application = {
+    id: string;
+    name: string;
+    created_at: string;
+    /**
+     * The bearer token of this request.
+     */
+    token: {
+        name: string;
+        abilities: Array<Ability>;
+    };
+    /**
+     * The send rate limit in force for this application (fixed window).
+     */
+    send_policy: {
+        /**
+         * Sends accepted per window.
+         */
+        quota: number;
+        window_seconds: number;
+    };
+    credentials: {
+        ios: ProviderStatus;
+        android: ProviderStatus;
+    };
+};
+
+export type ApplicationEnvelope = {
+    data: Application;
+};
+
+/**
  * The client-generated, stable identifier of the installation.
  */
 export type InstallationId = string;
@@ -517,6 +899,22 @@ export type InstallationId = string;
  * The notification's `id`.
  */
 export type NotificationId = string;
+
+/**
+ * The webhook endpoint's `id` (printed by `herald webhooks add`).
+ */
+export type WebhookId = string;
+
+/**
+ * `t=<unix seconds>,v1=<hex HMAC-SHA256>`: the HMAC, keyed with the endpoint's signing
+ * secret (the whole `whsec_…` string, as UTF-8), of the string `<t>.<raw body>`. `t` is when
+ * this attempt was signed: refuse a request whose `t` is more than 5 minutes from your
+ * clock (a replayed request). For 24 hours after `herald webhooks rotate-secret` (or as
+ * chosen), a second `v1` is signed with the previous secret; accept the request when any
+ * `v1` matches. Compare in constant time. The SDK's `verifyWebhook` does all of this.
+ *
+ */
+export type HeraldSignature = string;
 
 /**
  * Identifies one logical send so that retries do not send twice. Scoped to the
@@ -547,6 +945,64 @@ export type Cursor = string;
  *
  */
 export type DeliveriesCursor = string;
+
+export type ListInstallationsData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * The application's own user id.
+         */
+        user_id: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        /**
+         * The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+         * base64url characters naming a position in the list; the page holds what comes after it.
+         *
+         */
+        cursor?: string;
+    };
+    url: '/api/v1/installations';
+};
+
+export type ListInstallationsErrors = {
+    /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * `user_id` is missing or breaks its constraints, `limit` is out of range, or `cursor` is not one this service issued.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
+     * token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type ListInstallationsError = ListInstallationsErrors[keyof ListInstallationsErrors];
+
+export type ListInstallationsResponses = {
+    /**
+     * A page of the user's installations.
+     */
+    200: InstallationPage;
+};
+
+export type ListInstallationsResponse = ListInstallationsResponses[keyof ListInstallationsResponses];
 
 export type DeleteInstallationData = {
     body?: never;
@@ -786,6 +1242,10 @@ export type ListNotificationsData = {
          *
          */
         cursor?: string;
+        /**
+         * Only notifications in this status.
+         */
+        status?: NotificationStatus;
     };
     url: '/api/v1/notifications';
 };
@@ -804,7 +1264,7 @@ export type ListNotificationsErrors = {
      */
     403: Error;
     /**
-     * `limit` is out of range, or `cursor` is not one this service issued.
+     * `limit` is out of range, `status` is not a notification status, or `cursor` is not one this service issued.
      */
     422: ValidationError;
     /**
@@ -876,7 +1336,11 @@ export type SendNotificationErrors = {
     /**
      * Validation failed: a field breaks its constraints, there is nothing to show (no
      * title, no body and no data), a reserved `data` key is used, what cannot be cut
-     * (`data`, `options`) alone would exceed a provider's size limit (`errors.data`).
+     * (`data`, `options`) alone would exceed a provider's size limit (`errors.data`), a
+     * localization's tag is not a BCP 47 language tag or repeats another in other letter
+     * case, there are more than 50 localizations, or there are localizations without a
+     * default title or body (`errors["notification.localizations"]`), or `options.send_at`
+     * is more than 30 days ahead.
      * Takes nothing from the send quota, and announces it.
      *
      */
@@ -958,6 +1422,62 @@ export type GetNotificationResponses = {
 
 export type GetNotificationResponse = GetNotificationResponses[keyof GetNotificationResponses];
 
+export type CancelNotificationData = {
+    body?: never;
+    path: {
+        /**
+         * The notification's `id`.
+         */
+        notificationId: string;
+    };
+    query?: never;
+    url: '/api/v1/notifications/{notificationId}/cancel';
+};
+
+export type CancelNotificationErrors = {
+    /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * No such resource in the authenticated application.
+     */
+    404: Error;
+    /**
+     * The notification has already ended (`completed`, `partial` or `failed`).
+     */
+    409: Error;
+    /**
+     * A path parameter breaks its constraints (too long, or not a UUID).
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
+     * token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type CancelNotificationError = CancelNotificationErrors[keyof CancelNotificationErrors];
+
+export type CancelNotificationResponses = {
+    /**
+     * The notification, `cancelled`.
+     */
+    200: NotificationEnvelope;
+};
+
+export type CancelNotificationResponse = CancelNotificationResponses[keyof CancelNotificationResponses];
+
 export type ListDeliveriesData = {
     body?: never;
     path: {
@@ -986,6 +1506,16 @@ export type ListDeliveriesData = {
          * Only deliveries in this state.
          */
         state?: DeliveryState;
+        /**
+         * Only deliveries to this platform's installations.
+         */
+        platform?: Platform;
+        /**
+         * Only deliveries failed or skipped for exactly this reason (as in `reason`, or a row of
+         * `getNotificationBreakdown`).
+         *
+         */
+        reason?: string;
     };
     url: '/api/v1/notifications/{notificationId}/deliveries';
 };
@@ -1029,6 +1559,58 @@ export type ListDeliveriesResponses = {
 };
 
 export type ListDeliveriesResponse = ListDeliveriesResponses[keyof ListDeliveriesResponses];
+
+export type GetNotificationBreakdownData = {
+    body?: never;
+    path: {
+        /**
+         * The notification's `id`.
+         */
+        notificationId: string;
+    };
+    query?: never;
+    url: '/api/v1/notifications/{notificationId}/breakdown';
+};
+
+export type GetNotificationBreakdownErrors = {
+    /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * No such resource in the authenticated application.
+     */
+    404: Error;
+    /**
+     * A path parameter breaks its constraints (too long, or not a UUID).
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
+     * token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type GetNotificationBreakdownError = GetNotificationBreakdownErrors[keyof GetNotificationBreakdownErrors];
+
+export type GetNotificationBreakdownResponses = {
+    /**
+     * The counts.
+     */
+    200: DeliveryBreakdown;
+};
+
+export type GetNotificationBreakdownResponse = GetNotificationBreakdownResponses[keyof GetNotificationBreakdownResponses];
 
 export type ReportEventData = {
     body: EventCreate;
@@ -1096,6 +1678,147 @@ export type ReportEventResponses = {
 };
 
 export type ReportEventResponse = ReportEventResponses[keyof ReportEventResponses];
+
+export type ListWebhooksData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/api/v1/webhooks';
+};
+
+export type ListWebhooksErrors = {
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * A query parameter this operation does not take.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
+     * token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type ListWebhooksError = ListWebhooksErrors[keyof ListWebhooksErrors];
+
+export type ListWebhooksResponses = {
+    /**
+     * The application's endpoints.
+     */
+    200: WebhookEndpointList;
+};
+
+export type ListWebhooksResponse = ListWebhooksResponses[keyof ListWebhooksResponses];
+
+export type ListWebhookDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's `id` (printed by `herald webhooks add`).
+         */
+        webhookId: string;
+    };
+    query?: {
+        /**
+         * Page size.
+         */
+        limit?: number;
+        /**
+         * The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+         * base64url characters naming a position in the list; the page holds what comes after it.
+         *
+         */
+        cursor?: string;
+        /**
+         * Only deliveries in this state.
+         */
+        state?: WebhookDeliveryState;
+    };
+    url: '/api/v1/webhooks/{webhookId}/deliveries';
+};
+
+export type ListWebhookDeliveriesErrors = {
+    /**
+     * The body is not valid JSON, or the path cannot be percent-decoded.
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * No such resource in the authenticated application.
+     */
+    404: Error;
+    /**
+     * A path or query parameter breaks its constraints, or `cursor` is not one this service issued.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
+     * token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type ListWebhookDeliveriesError = ListWebhookDeliveriesErrors[keyof ListWebhookDeliveriesErrors];
+
+export type ListWebhookDeliveriesResponses = {
+    /**
+     * A page of the endpoint's deliveries.
+     */
+    200: WebhookDeliveryPage;
+};
+
+export type ListWebhookDeliveriesResponse = ListWebhookDeliveriesResponses[keyof ListWebhookDeliveriesResponses];
+
+export type GetAppData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/api/v1/app';
+};
+
+export type GetAppErrors = {
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * A query parameter this operation does not take.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
+     * token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type GetAppError = GetAppErrors[keyof GetAppErrors];
+
+export type GetAppResponses = {
+    /**
+     * The application.
+     */
+    200: ApplicationEnvelope;
+};
+
+export type GetAppResponse = GetAppResponses[keyof GetAppResponses];
 
 export type HealthData = {
     body?: never;
@@ -1177,3 +1900,39 @@ export type GetOpenApiDocumentResponses = {
 };
 
 export type GetOpenApiDocumentResponse = GetOpenApiDocumentResponses[keyof GetOpenApiDocumentResponses];
+
+export type PostNotificationCompletedWebhookPayload = NotificationCompletedEvent;
+
+export type PostNotificationCompletedWebhookRequest = {
+    body: PostNotificationCompletedWebhookPayload;
+    key: 'notification.completed';
+    path?: never;
+    query?: never;
+};
+
+export type PostDeliveryFailedWebhookPayload = DeliveryFailedEvent;
+
+export type PostDeliveryFailedWebhookRequest = {
+    body: PostDeliveryFailedWebhookPayload;
+    key: 'delivery.failed';
+    path?: never;
+    query?: never;
+};
+
+export type PostInstallationInvalidatedWebhookPayload = InstallationInvalidatedEvent;
+
+export type PostInstallationInvalidatedWebhookRequest = {
+    body: PostInstallationInvalidatedWebhookPayload;
+    key: 'installation.invalidated';
+    path?: never;
+    query?: never;
+};
+
+export type PostEventReportedWebhookPayload = EventReportedEvent;
+
+export type PostEventReportedWebhookRequest = {
+    body: PostEventReportedWebhookPayload;
+    key: 'event.reported';
+    path?: never;
+    query?: never;
+};

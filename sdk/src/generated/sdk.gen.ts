@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.ts';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.ts';
-import type { DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, HealthData, HealthErrors, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
+import type { CancelNotificationData, CancelNotificationErrors, CancelNotificationResponses, DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetAppData, GetAppErrors, GetAppResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationBreakdownData, GetNotificationBreakdownErrors, GetNotificationBreakdownResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, HealthData, HealthErrors, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListInstallationsData, ListInstallationsErrors, ListInstallationsResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhooksData, ListWebhooksErrors, ListWebhooksResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -17,6 +17,25 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
      */
     meta?: keyof ClientMeta extends never ? Record<string, unknown> : ClientMeta;
 };
+
+/**
+ * List a user's installations
+ *
+ * The installations registered with this `user_id` in the authenticated application, newest
+ * registration first, a page at a time: the devices a notification to that user goes to.
+ * Invalid ones are listed too (with `status` and `invalid_reason`), so that "why didn't
+ * user X get it" starts here. Another application's installations are never listed.
+ *
+ * It takes `installations:list`, which a token shipped inside a mobile app must not carry:
+ * with it, anyone who extracts the token could find any user's installation ids and
+ * register their own device under them.
+ *
+ */
+export const listInstallations = <ThrowOnError extends boolean = false>(options: Options<ListInstallationsData, ThrowOnError>): RequestResult<ListInstallationsResponses, ListInstallationsErrors, ThrowOnError> => (options.client ?? client).get<ListInstallationsResponses, ListInstallationsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/installations',
+    ...options
+});
 
 /**
  * Delete an installation
@@ -87,7 +106,9 @@ export const registerInstallation = <ThrowOnError extends boolean = false>(optio
 /**
  * List notifications
  *
- * The application's notifications, newest first, a page at a time.
+ * The application's notifications, newest first, a page at a time; with `status`, only
+ * those in that status (a cursor carries no filter: pass the same `status` with it).
+ *
  */
 export const listNotifications = <ThrowOnError extends boolean = false>(options?: Options<ListNotificationsData, ThrowOnError>): RequestResult<ListNotificationsResponses, ListNotificationsErrors, ThrowOnError> => (options?.client ?? client).get<ListNotificationsResponses, ListNotificationsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -115,6 +136,12 @@ export const listNotifications = <ThrowOnError extends boolean = false>(options?
  * (`truncation` in `listDeliveries`). Only what cannot be cut (`data`, `options`,
  * `platform_overrides`) is refused (422, keyed `data`): when the push would still exceed a
  * provider's limit with the title and body cut to `…` and without the URLs.
+ *
+ * `notification.localizations` gives the title and body in other languages: each
+ * installation receives the one that best matches its `device.locale`, or the default
+ * content (see `Localizations` for the matching rules). Every localization is cut to fit and
+ * checked like the default content, and each delivery records the localization it received
+ * (`locale` in `listDeliveries`).
  *
  * With an `Idempotency-Key`, a retry with the same key and body returns the original
  * notification (`meta.accepted: false`) instead of sending again, and takes nothing from the
@@ -145,17 +172,57 @@ export const getNotification = <ThrowOnError extends boolean = false>(options: O
 });
 
 /**
+ * Cancel a notification (1.1.0)
+ *
+ * Ends a `queued` (scheduled or not) or `processing` notification as `cancelled`.
+ *
+ * What is promised: once this answers 200, no push of the notification leaves Herald.
+ * A queued notification never fans out. A processing one keeps what was already pushed
+ * (counted in its statistics as usual); its other deliveries end `skipped` with reason
+ * `cancelled`. A batch of pushes being handed to a provider at that moment is let
+ * finish first: the answer waits for it (at most the worker's send deadline), and its
+ * outcomes are counted.
+ *
+ * Idempotent: cancelling a cancelled notification answers it again, 200. A notification
+ * that has already ended (`completed`, `partial`, `failed`) is 409. Another
+ * application's notification is 404.
+ *
+ */
+export const cancelNotification = <ThrowOnError extends boolean = false>(options: Options<CancelNotificationData, ThrowOnError>): RequestResult<CancelNotificationResponses, CancelNotificationErrors, ThrowOnError> => (options.client ?? client).post<CancelNotificationResponses, CancelNotificationErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/notifications/{notificationId}/cancel',
+    ...options
+});
+
+/**
  * List a notification's deliveries
  *
  * One row per installation the fanout considered, in fanout order: its outcome
  * (`pending`, `accepted`, `failed`, `skipped`), why a push failed or was skipped, how many
  * attempts it took, and when the app reported it received, displayed, opened or dismissed.
- * Filter by `user_id` to answer "why didn't user X get it". Empty until the fanout ran.
+ * Filter by `user_id` to answer "why didn't user X get it", and by `state`, `platform` and
+ * `reason` (all given filters apply; a cursor carries none: pass the same filters with it).
+ * Empty until the fanout ran.
  *
  */
 export const listDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListDeliveriesData, ThrowOnError>): RequestResult<ListDeliveriesResponses, ListDeliveriesErrors, ThrowOnError> => (options.client ?? client).get<ListDeliveriesResponses, ListDeliveriesErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/api/v1/notifications/{notificationId}/deliveries',
+    ...options
+});
+
+/**
+ * Count a notification's deliveries by state, platform and reason
+ *
+ * The notification's deliveries counted by `state`, `platform` and `reason`: one row per
+ * combination that occurs, largest first. Where `statistics` says how many failed or were
+ * skipped, this says why, per platform, without reading every delivery (a dashboard's
+ * funnel polls it). Empty until the fanout ran.
+ *
+ */
+export const getNotificationBreakdown = <ThrowOnError extends boolean = false>(options: Options<GetNotificationBreakdownData, ThrowOnError>): RequestResult<GetNotificationBreakdownResponses, GetNotificationBreakdownErrors, ThrowOnError> => (options.client ?? client).get<GetNotificationBreakdownResponses, GetNotificationBreakdownErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/notifications/{notificationId}/breakdown',
     ...options
 });
 
@@ -188,6 +255,58 @@ export const reportEvent = <ThrowOnError extends boolean = false>(options: Optio
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * List the application's webhook endpoints
+ *
+ * Every webhook endpoint of the authenticated application, oldest first, with the events it
+ * takes, whether it is enabled, and how its last delivery attempt went. Endpoints are
+ * added, removed and re-keyed with the `herald webhooks` CLI; signing secrets are never
+ * returned (they are shown once, when made). Not paginated: an application has at most 20
+ * endpoints.
+ *
+ * An endpoint whose deliveries have all failed for 24 hours (`failing_since` that long
+ * ago) is disabled: `status` is `disabled`, with `disabled_at` and `disabled_reason`, and
+ * it gets no events until `herald webhooks enable` turns it back on.
+ *
+ */
+export const listWebhooks = <ThrowOnError extends boolean = false>(options?: Options<ListWebhooksData, ThrowOnError>): RequestResult<ListWebhooksResponses, ListWebhooksErrors, ThrowOnError> => (options?.client ?? client).get<ListWebhooksResponses, ListWebhooksErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/webhooks',
+    ...options
+});
+
+/**
+ * List an endpoint's deliveries
+ *
+ * The endpoint's delivery log, newest event first: one row per event sent (or being sent)
+ * to it, with its `state` (`pending` while attempts go on, `succeeded` once the endpoint
+ * answered 2xx, `failed` when Herald gave up), the number of attempts, and the last
+ * attempt's HTTP status, error and the first characters of the answer's body. Another
+ * application's endpoint is 404.
+ *
+ */
+export const listWebhookDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListWebhookDeliveriesData, ThrowOnError>): RequestResult<ListWebhookDeliveriesResponses, ListWebhookDeliveriesErrors, ThrowOnError> => (options.client ?? client).get<ListWebhookDeliveriesResponses, ListWebhookDeliveriesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/webhooks/{webhookId}/deliveries',
+    ...options
+});
+
+/**
+ * The token's application
+ *
+ * The application the bearer token belongs to: its name, the token's own name and
+ * abilities, the send rate limit in force, and for each platform whether provider
+ * credentials are configured and how the provider last answered them. Any valid token
+ * may read it (no ability needed): an integration can check what its token allows and
+ * whether pushes can go out before it sends.
+ *
+ */
+export const getApp = <ThrowOnError extends boolean = false>(options?: Options<GetAppData, ThrowOnError>): RequestResult<GetAppResponses, GetAppErrors, ThrowOnError> => (options?.client ?? client).get<GetAppResponses, GetAppErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/app',
+    ...options
 });
 
 /**

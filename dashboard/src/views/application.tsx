@@ -1,0 +1,93 @@
+// The token's application: whether pushes can go out (each platform's credentials as the workers
+// last found them) and how many sends it may make.
+import type { ProviderStatus } from '../api.ts';
+import { Badge, ErrorNote } from '../components.tsx';
+import { useLoad, useSession } from '../context.ts';
+import { formatDate, formatNumber } from '../format.ts';
+import { WebhooksSection } from './webhooks.tsx';
+
+const platformNames = { ios: 'iOS (APNs)', android: 'Android (FCM)' } as const;
+
+const advice: Record<ProviderStatus['status'], string> = {
+  healthy: 'Pushes go out.',
+  not_configured: 'No credentials: deliveries to this platform are skipped (no_credentials).',
+  unhealthy: 'The provider refused these credentials: pushes to this platform fail until they are replaced.',
+  unreachable: 'The provider could not be reached: pushes wait and are retried.',
+};
+
+const setCommand = { ios: 'herald credentials set-apns', android: 'herald credentials set-fcm' } as const;
+
+export function ApplicationView() {
+  const { app: signedInApp } = useSession();
+  // Read again on each visit: credential health changes as the workers push.
+  const current = useLoad((herald) => herald.getApp(), 'application', 10_000);
+  const app = current.data ?? signedInApp;
+  return (
+    <section aria-labelledby="application-heading">
+      <h1 id="application-heading">{app.name}</h1>
+      {current.error && <ErrorNote error={current.error} />}
+      <dl class="facts">
+        <div>
+          <dt>Application id</dt>
+          <dd>
+            <code>{app.id}</code>
+          </dd>
+        </div>
+        <div>
+          <dt>Created</dt>
+          <dd>{formatDate(app.created_at)}</dd>
+        </div>
+        <div>
+          <dt>This token</dt>
+          <dd>
+            “{app.token.name}”: {app.token.abilities.join(', ')}
+          </dd>
+        </div>
+      </dl>
+      <h2>Send quota</h2>
+      <p class="quota">
+        <strong>{formatNumber(app.send_policy.quota)}</strong> sends per <strong>{formatNumber(app.send_policy.window_seconds)} s</strong>{' '}
+        <span class="detail">(a send past it is answered 429 with Retry-After; change it with <code>herald apps limit</code>)</span>
+      </p>
+      <h2>Credentials</h2>
+      <table class="data">
+        <thead>
+          <tr>
+            <th scope="col">Platform</th>
+            <th scope="col">Health</th>
+            <th scope="col">Since</th>
+            <th scope="col">Reason</th>
+            <th scope="col">Set</th>
+            <th scope="col">What it means</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(['ios', 'android'] as const).map((platform) => {
+            const status = app.credentials[platform];
+            return (
+              <tr key={platform}>
+                <th scope="row">{platformNames[platform]}</th>
+                <td>
+                  <Badge value={status.status} />
+                </td>
+                <td class="nowrap">{formatDate(status.since)}</td>
+                <td>{status.reason ?? ''}</td>
+                <td class="nowrap">{formatDate(status.updated_at)}</td>
+                <td>
+                  {advice[status.status]}
+                  {status.status === 'not_configured' || status.status === 'unhealthy' ? (
+                    <>
+                      {' '}
+                      Set them with <code>{setCommand[platform]} --app {app.id}</code>.
+                    </>
+                  ) : null}
+                </td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      <WebhooksSection />
+    </section>
+  );
+}

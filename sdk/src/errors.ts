@@ -1,0 +1,56 @@
+// What a Herald client throws, one class per kind of failure, so that a caller can tell "Herald said
+// no" (HeraldError) from "Herald could not be asked" (HeraldNetworkError) with `instanceof`.
+import type { FieldErrors, Notification } from './generated/index.ts';
+
+/** Herald answered with an error status; `message` and `errors` are its error body. */
+export class HeraldError extends Error {
+  override readonly name = 'HeraldError';
+  /** The HTTP status: 401, 403, 404, 409, 422, 429, 503... */
+  readonly status: number;
+  /** A validation failure's (422) messages by field: `recipients.user_ids`, `Idempotency-Key`... */
+  readonly errors: FieldErrors | undefined;
+  /** The answer's `X-Request-Id`: quote it to the operators, it is on every log line of the request. */
+  readonly requestId: string | null;
+  /** Seconds Herald asked to wait before trying again (`Retry-After` of a 429 or a 503). */
+  readonly retryAfter: number | null;
+
+  constructor(fields: {
+    status: number;
+    message: string;
+    errors?: FieldErrors;
+    requestId?: string | null;
+    retryAfter?: number | null;
+  }) {
+    super(fields.message);
+    this.status = fields.status;
+    this.errors = fields.errors;
+    this.requestId = fields.requestId ?? null;
+    this.retryAfter = fields.retryAfter ?? null;
+  }
+}
+
+/**
+ * No answer from Herald: the connection was refused or cut, the name did not resolve, or the
+ * attempt ran past `timeoutMs`. `cause` is the error fetch gave.
+ */
+export class HeraldNetworkError extends Error {
+  override readonly name = 'HeraldNetworkError';
+  /** Attempts made before giving up (more than 1 when the call was retried). */
+  readonly attempts: number;
+
+  constructor(message: string, options: { cause: unknown; attempts: number }) {
+    super(message, { cause: options.cause });
+    this.attempts = options.attempts;
+  }
+}
+
+/** `waitForCompletion` ran out of time; `notification` is the last state it read. */
+export class HeraldTimeoutError extends Error {
+  override readonly name = 'HeraldTimeoutError';
+  readonly notification: Notification;
+
+  constructor(message: string, notification: Notification) {
+    super(message);
+    this.notification = notification;
+  }
+}

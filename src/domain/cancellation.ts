@@ -1,0 +1,70 @@
+// Cancelling a notification (API 1.1.0). What is promised: once the cancel answers, no push of the
+// notification leaves. Two steps make that hold without waiting on a stream of pushes:
+// 1. the status becomes `cancelled`, committed at once: a fanout not yet started never starts, and
+//    every chunk of pushes about to be handed to a provider sees it and stops (holdUncancelled);
+// 2. holding the notification's pushes (db/sql.ts lockPushes), which waits for the chunks being
+//    pushed at that moment to record their outcomes, the deliveries still pending end `skipped`,
+//    reason `cancelled`, and the notification ends, with its `notification.completed` webhook.
+// A crash between the two leaves a cancelled notification unfinished: the next of its jobs to run
+// (its fanout, or a deliver batch) finishes step 2, and so does a repeated cancel.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { completeNotification, limitLockWait, lockPushes, markCancelled, skipPendingAsCancelled, type FinishedNotification, type NotificationRow } from '../db/sql.ts';
+import { conflict, notFound, unavailable } from './errors.ts';
+import { isUuid } from './ids.ts';
+import type { Logger } from '../logging/logger.ts';
+import { deliveriesEnded } from '../observability/metrics.ts';
+import { findNotification, reportNotificationEnd } from './notifications.ts';
+import { notificationCompleted, type WebhookOutbox } from './webhook-outbox.ts';
+
+/**
+ * How long a cancel waits for the chunks being pushed: longer than the provider send deadline's
+ * default (5 s) plus recording. Past it the cancel answers 503 and can be repeated.
+ */
+const chunkWaitMs = 15_000;
+
+const endedMessage = (status: string) =>
+  `The notification has already ended (${status}); only a queued or processing notification can be cancelled.`;
+
+export type Cancelled = {
+  notification: NotificationRow;
+  /** Set when this cancel ended it (not a repeat): what its metrics and log line report. */
+  ended?: FinishedNotification;
+  /** Deliveries this cancel skipped, per platform. */
+  skipped: { platform: string; count: number }[];
+};
+
+export async function cancelNotification(em: EntityManager, webhooks: WebhookOutbox, applicationId: string, given: string): Promise<Cancelled> {
+  const id = given.toLowerCase();
+  if (!isUuid(id)) throw notFound();
+  const status = await markCancelled(em.fork(), applicationId, id);
+  if (status === undefined) throw notFound();
+  if (status !== 'cancelled') throw conflict(endedMessage(status));
+  const { ended, skipped } = await finishCancellation(em, webhooks, applicationId, id);
+  return { notification: await findNotification(em, applicationId, id), ended, skipped };
+}
+
+/**
+ * Step 2 of a cancel: run by the cancel itself, and by a job of the notification that finds it
+ * cancelled (so a cancel cut short between its steps is finished by the next job). A no-op when
+ * another caller finished it.
+ */
+export async function finishCancellation(em: EntityManager, webhooks: WebhookOutbox, applicationId: string, id: string): Promise<Omit<Cancelled, 'notification'>> {
+  return em.fork().transactional(async (tx) => {
+    await limitLockWait(tx, chunkWaitMs);
+    await lockPushes(tx, id).catch((error: unknown) => {
+      throw (error as { code?: string }).code === '55P03' ? unavailable(1) : error;
+    });
+    const skipped = await skipPendingAsCancelled(tx, id);
+    const ended = await completeNotification(tx, id, 'cancelled');
+    if (ended && (await webhooks.wants(tx, applicationId, 'notification.completed'))) {
+      await webhooks.emit(tx, applicationId, [notificationCompleted(ended)]);
+    }
+    return { ended, skipped };
+  });
+}
+
+/** What finishing a cancel moved, once committed: the skipped deliveries' metrics, and the notification's end (when this caller ended it). */
+export function reportCancellation(logger: Logger, finished: Omit<Cancelled, 'notification'>): void {
+  for (const { platform, count } of finished.skipped) deliveriesEnded(platform, [{ state: 'skipped', reason: 'cancelled', count }]);
+  reportNotificationEnd(logger, finished.ended);
+}

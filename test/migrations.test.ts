@@ -1,0 +1,76 @@
+// Upgrading a database that already holds notifications: the migration that adds the statistics
+// counters fills them from the delivery rows, so a notification sent before the upgrade reads the
+// same statistics after it.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { openOrm, type Orm } from '../src/db/orm.ts';
+import { findNotificationRow } from '../src/db/sql.ts';
+import { recountedStatistics } from './support/deliveries.ts';
+import { databaseUrl } from './support/harness.ts';
+import { createDatabase } from './support/seed.ts';
+
+let orm: Orm;
+let drop: () => Promise<void>;
+
+beforeAll(async () => {
+  const database = await createDatabase(databaseUrl(), `herald_upgrade_${randomBytes(4).toString('hex')}`);
+  drop = database.drop;
+  orm = await openOrm(database.url, 2);
+});
+afterAll(async () => {
+  await orm.close();
+  await drop();
+});
+
+test('the statistics counters added by an upgrade equal a count of the deliveries already there', async () => {
+  // The schema as it was before the counters.
+  await orm.migrator.up({ to: 'Migration20261124130000' });
+  const em = orm.em.fork();
+  const applicationId = randomUUID();
+  await em.execute(`insert into applications (id, name, created_at) values (?, 'before the upgrade', now())`, [applicationId]);
+  const notification = async (userIds: string[]) => {
+    const id = randomUUID();
+    await em.execute(
+      `insert into notifications (id, application_id, status, title, data, options, user_ids, created_at, completed_at)
+       values (?, ?, 'partial', 'Hi', '{}', '{}', ?, now(), now())`,
+      [id, applicationId, `{${userIds.join(',')}}`],
+    );
+    return id;
+  };
+  const sent = await notification(['u1', 'u2', 'u3', 'u4']);
+  const empty = await notification(['nobody']);
+  const delivery = async (userId: string, platform: string, state: string, events: { received?: boolean; displayed?: boolean; opened?: boolean } = {}) => {
+    await em.execute(
+      `insert into deliveries (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform,
+                               state, attempts, created_at, received_at, displayed_at, opened_at)
+       values (?, ?, ?, null, ?, ?, ?, ?, 1, now(), ?, ?, ?)`,
+      [
+        randomUUID(), applicationId, sent, `${userId}-${platform}`, userId, platform, state,
+        events.received ? new Date() : null, events.displayed ? new Date() : null, events.opened ? new Date() : null,
+      ],
+    );
+  };
+  await delivery('u1', 'ios', 'accepted', { received: true, opened: true });
+  await delivery('u1', 'android', 'failed');
+  await delivery('u2', 'ios', 'skipped');
+  await delivery('u3', 'ios', 'accepted', { received: true, displayed: true });
+  await delivery('u3', 'android', 'pending');
+
+  await orm.migrator.up();
+
+  const counters = async (id: string) => {
+    const row = (await findNotificationRow(orm.em.fork(), applicationId, id))!;
+    return {
+      users: row.usersCount,
+      installations: row.installationsCount,
+      accepted: row.acceptedCount,
+      received: row.receivedCount,
+      displayed: row.displayedCount,
+      opened: row.openedCount,
+      failed: row.failedCount,
+      skipped: row.skippedCount,
+    };
+  };
+  expect(await counters(sent)).toEqual({ users: 3, installations: 5, accepted: 2, received: 2, displayed: 1, opened: 1, failed: 1, skipped: 1 });
+  expect(await counters(sent)).toEqual(await recountedStatistics(orm, sent));
+  expect(await counters(empty)).toEqual(await recountedStatistics(orm, empty));
+});

@@ -1,0 +1,246 @@
+// Scheduled sends and cancellation (API 1.1.0), end to end through the real APNs and FCM clients
+// and the simulators: a scheduled notification waits `queued` until its send_at, its fanout job is
+// queued deferred with it, its ttl counts from then; a cancel ends it before any push, or stops a
+// running fanout with no push leaving after the answer.
+import request from 'supertest';
+import { registry } from '../src/observability/metrics.ts';
+import { countNotifications, recountedStatistics } from './support/deliveries.ts';
+import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
+
+let pipeline: Pipeline;
+beforeAll(async () => {
+  // Small chunks: a running fanout is many provider round trips, so a cancel lands between them.
+  pipeline = await startPipeline({ batchSize: 10, chunkSize: 5 });
+});
+afterAll(() => pipeline.close());
+afterEach(() => {
+  pipeline.apns.setLatency(undefined);
+  pipeline.fcm.setLatency(undefined);
+});
+
+const api = () => request(pipeline.harness.app);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const inSeconds = (seconds: number) => new Date(Date.now() + seconds * 1000);
+/** A counter's value in this process's metrics (the API and the workers run here). */
+async function counted(name: string, labels: Record<string, string>): Promise<number> {
+  const metric = await registry.getSingleMetric(name)!.get();
+  return metric.values
+    .filter((value) => Object.entries(labels).every(([key, wanted]) => value.labels[key] === wanted))
+    .reduce((sum, value) => sum + value.value, 0);
+}
+const cancelledSkips = () => counted('herald_deliveries_total', { outcome: 'skipped', reason: 'cancelled' });
+const cancelledEnds = () => counted('herald_notifications_total', { status: 'cancelled' });
+
+const pushesTo = (token: string) =>
+  pipeline.apns.received.filter((push) => push.token === token).length + pipeline.fcm.received.filter((push) => push.token === token).length;
+
+function cancel(app: PipelineApplication, id: string, token = app.server) {
+  return api().post(`/api/v1/notifications/${id}/cancel`).set('Authorization', `Bearer ${token}`);
+}
+
+function scheduled(user: string, sendAt: Date | string, options: Record<string, unknown> = {}) {
+  const send_at = typeof sendAt === 'string' ? sendAt : sendAt.toISOString();
+  return { recipients: { user_ids: [user] }, notification: { title: 'Later', body: 'At its time.' }, options: { send_at, ...options } };
+}
+
+describe('scheduled sends', () => {
+  test('a send for later answers queued with scheduled_for, pushes nothing before it, and fans out at its time', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('later-ios', ios('sched-later-01', 'sam'));
+    await app.register('later-android', android('fcm-sched-later-02', 'sam'));
+    const sendAt = inSeconds(2);
+    const res = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${app.server}`).send(scheduled('sam', sendAt)).expect(202);
+    expect(res.body.data).toMatchObject({ status: 'queued', scheduled_for: sendAt.toISOString(), processing_started_at: null });
+    expect(res.body.data.options.send_at).toBe(sendAt.toISOString());
+
+    await sleep(1000);
+    expect(await app.notification(res.body.data.id)).toMatchObject({ status: 'queued', scheduled_for: sendAt.toISOString() });
+    expect(pushesTo('sched-later-01') + pushesTo('fcm-sched-later-02')).toBe(0);
+
+    const done = await app.settled(res.body.data.id, 10_000);
+    expect(done.status).toBe('completed');
+    expect(done.statistics).toMatchObject({ installations: 2, accepted: 2 });
+    expect(new Date(done.processing_started_at).getTime()).toBeGreaterThanOrEqual(sendAt.getTime());
+    expect(pushesTo('sched-later-01')).toBe(1);
+    expect(pushesTo('fcm-sched-later-02')).toBe(1);
+  });
+
+  test('its fanout job is stored with the notification, deferred to send_at, under the notification id', async () => {
+    const app = await pipeline.newApplication();
+    const sendAt = new Date(Date.now() + 3_600_000);
+    const res = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${app.server}`).send(scheduled('nobody', sendAt)).expect(202);
+    const [job] = await pipeline.harness.orm.em
+      .fork()
+      .execute<{ name: string; state: string; start_after: Date }[]>(`select name, state::text, start_after from ${pipeline.queueSchema}.job where id = ?`, [res.body.data.id]);
+    expect(job.name).toBe('fanout_scheduled');
+    expect(job.state).toBe('created');
+    expect(new Date(job.start_after).toISOString()).toBe(sendAt.toISOString());
+    await cancel(app, res.body.data.id).expect(200);
+  });
+
+  test('notifications due together are fanned out together: a batch of them in one transaction', async () => {
+    const app = await pipeline.newApplication();
+    const users = Array.from({ length: 30 }, (_, i) => `batch-${i}`);
+    for (const user of users) await app.register(`${user}-android`, android(`fcm-sched-${user}`, user));
+    const sendAt = inSeconds(2);
+    const ids = await Promise.all(users.map((user) => app.send(scheduled(user, sendAt))));
+    const done = await Promise.all(ids.map((id) => app.settled(id, 10_000)));
+    expect(done.map((notification) => notification.statistics.accepted)).toEqual(users.map(() => 1));
+    // now() is the transaction's start: notifications of one batch share their processing_started_at.
+    expect(new Set(done.map((notification) => notification.processing_started_at)).size).toBeLessThanOrEqual(4);
+  });
+
+  test('send_at in the past, or now, sends at once without scheduled_for', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('past-ios', ios('sched-past-03', 'pat'));
+    const res = await api()
+      .post('/api/v1/notifications')
+      .set('Authorization', `Bearer ${app.server}`)
+      .send(scheduled('pat', '2020-01-01T00:00:00+02:00'))
+      .expect(202);
+    expect(res.body.data.scheduled_for).toBeNull();
+    expect((await app.settled(res.body.data.id)).statistics.accepted).toBe(1);
+  });
+
+  test('a ttl counts from send_at: a push due in 2 s with a 1 s ttl is not expired when it is made', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('ttl-android', android('fcm-sched-ttl-04', 'tia'));
+    const id = await app.send(scheduled('tia', inSeconds(2), { ttl: 1 }));
+    const done = await app.settled(id, 10_000);
+    expect(done.statistics).toMatchObject({ accepted: 1, failed: 0 });
+  });
+
+  test('more than 30 days ahead, or without an offset, is refused with 422 and nothing is stored', async () => {
+    const app = await pipeline.newApplication();
+    const far = new Date(Date.now() + 31 * 86_400_000);
+    const tooFar = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${app.server}`).send(scheduled('u', far)).expect(422);
+    expect(tooFar.body.errors['options.send_at']).toEqual([`options.send_at may be at most 30 days ahead: ${far.toISOString()} is 31.0 days ahead.`]);
+    const local = await api()
+      .post('/api/v1/notifications')
+      .set('Authorization', `Bearer ${app.server}`)
+      .send(scheduled('u', '2030-01-01T10:00:00'))
+      .expect(422);
+    expect(Object.keys(local.body.errors)).toEqual(['options.send_at']);
+    expect(await countNotifications(pipeline.harness.orm, app.id)).toBe(0);
+  });
+});
+
+describe('cancellation', () => {
+  test('a scheduled notification cancelled before its time ends cancelled and never pushes', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('never-ios', ios('sched-never-05', 'nel'));
+    const id = await app.send(scheduled('nel', inSeconds(1.5)));
+    const res = await cancel(app, id).expect(200);
+    expect(res.body.data).toMatchObject({ id, status: 'cancelled', processing_started_at: null });
+    expect(res.body.data.completed_at).not.toBeNull();
+
+    await sleep(2500);
+    const after = await app.notification(id);
+    expect(after).toMatchObject({ status: 'cancelled', processing_started_at: null, completed_at: res.body.data.completed_at });
+    expect(after.statistics.installations).toBe(0);
+    expect(pushesTo('sched-never-05')).toBe(0);
+  });
+
+  test('cancelling again answers the same notification; an ended one is 409; another application\'s is 404; it needs notifications:send', async () => {
+    const app = await pipeline.newApplication();
+    const later = await app.send(scheduled('nobody', inSeconds(3600)));
+    const first = await cancel(app, later).expect(200);
+    const again = await cancel(app, later).expect(200);
+    expect(again.body.data).toEqual(first.body.data);
+
+    const now = await app.send({ recipients: { user_ids: ['nobody'] }, notification: { title: 'Now' } });
+    await app.settled(now);
+    const ended = await cancel(app, now).expect(409);
+    expect(ended.body).toEqual({
+      message: 'The notification has already ended (completed); only a queued or processing notification can be cancelled.',
+    });
+
+    const other = await pipeline.newApplication();
+    await cancel(other, later).expect(404);
+    await cancel(app, '0196e5a0-0000-7000-8000-000000000000').expect(404);
+    await cancel(app, later, app.client).expect(403);
+  });
+
+  test('a processing notification cancelled mid-fanout pushes nothing after the answer; what was pushed is counted, the rest skipped as cancelled', async () => {
+    const app = await pipeline.newApplication();
+    const installations = 80;
+    for (let i = 0; i < installations; i += 1) {
+      const token = `sched-mid-${String(i).padStart(3, '0')}`;
+      await app.register(`mid-${i}`, i % 2 === 0 ? ios(token, 'mia') : android(`fcm-${token}`, 'mia'));
+    }
+    // Each provider round trip of 5 pushes takes 150 ms: the fanout runs for seconds.
+    pipeline.apns.setLatency(150);
+    pipeline.fcm.setLatency(150);
+    const sentBefore = () => pipeline.apns.received.length + pipeline.fcm.received.length;
+    const before = sentBefore();
+    const [skipsBefore, endsBefore] = [await cancelledSkips(), await cancelledEnds()];
+    const id = await app.send({ recipients: { user_ids: ['mia'] }, notification: { title: 'Stop me' } });
+    const deadline = Date.now() + 10_000;
+    while ((await app.notification(id)).statistics.accepted < 5 && Date.now() < deadline) await sleep(20);
+
+    // Concurrent cancels: every one answers cancelled.
+    const answers = await Promise.all([cancel(app, id), cancel(app, id), cancel(app, id)]);
+    expect(answers.map((answer) => [answer.status, answer.body.data.status])).toEqual(Array(3).fill([200, 'cancelled']));
+    const pushedAtAnswer = sentBefore() - before;
+    await sleep(1500);
+    expect(sentBefore() - before).toBe(pushedAtAnswer);
+
+    const done = await app.notification(id);
+    expect(done.status).toBe('cancelled');
+    const { accepted, skipped, failed, installations: considered } = done.statistics;
+    expect(considered).toBe(installations);
+    expect(accepted).toBe(pushedAtAnswer);
+    expect(accepted).toBeGreaterThanOrEqual(5);
+    expect(accepted).toBeLessThan(installations);
+    expect(failed).toBe(0);
+    expect(skipped).toBe(installations - accepted);
+    expect(done.statistics).toEqual(await recountedStatistics(pipeline.harness.orm, id));
+    const rows = await app.deliveries(id, { state: 'skipped', limit: '100' });
+    expect(rows).toHaveLength(skipped);
+    expect(new Set(rows.map((row) => row.reason))).toEqual(new Set(['cancelled']));
+    expect(await app.deliveries(id, { state: 'pending', limit: '100' })).toHaveLength(0);
+    // Counted once, by the cancel that ended it.
+    expect(await cancelledSkips()).toBe(skipsBefore + skipped);
+    expect(await cancelledEnds()).toBe(endsBefore + 1);
+  });
+
+  describe('a cancel cut short after its first step (the status committed, nothing else) is finished by the next job of the notification', () => {
+    const firstStepOnly = (id: string) => pipeline.harness.orm.em.fork().execute(`update notifications set status = 'cancelled' where id = ?`, [id]);
+
+    test('a scheduled one: its fanout, at its time, ends it without a push', async () => {
+      const app = await pipeline.newApplication();
+      await app.register('cut-ios', ios('sched-cut-06', 'cy'));
+      const id = await app.send(scheduled('cy', inSeconds(1)));
+      await firstStepOnly(id);
+      const done = await app.settled(id, 10_000);
+      expect(done).toMatchObject({ status: 'cancelled', processing_started_at: null });
+      expect(pushesTo('sched-cut-06')).toBe(0);
+    });
+
+    test('a processing one: its next deliver batch pushes nothing and ends it, the rest skipped as cancelled', async () => {
+      const app = await pipeline.newApplication();
+      // 20 batches of 10, 4 at a time, each two round trips of 150 ms: over a second of pushing.
+      const installations = 200;
+      for (let i = 0; i < installations; i += 1) await app.register(`cut-${i}`, android(`fcm-sched-cut-${String(i).padStart(3, '0')}`, 'cid'));
+      pipeline.fcm.setLatency(150);
+      const before = pipeline.fcm.received.length;
+      const [skipsBefore, endsBefore] = [await cancelledSkips(), await cancelledEnds()];
+      const id = await app.send({ recipients: { user_ids: ['cid'] }, notification: { title: 'Cut short' } });
+      const deadline = Date.now() + 10_000;
+      while ((await app.notification(id)).statistics.accepted < 5 && Date.now() < deadline) await sleep(20);
+      await firstStepOnly(id);
+      const done = await app.settled(id, 10_000);
+      expect(done.status).toBe('cancelled');
+      const { accepted, skipped } = done.statistics;
+      expect(accepted).toBe(pipeline.fcm.received.length - before);
+      expect(accepted).toBeLessThan(installations);
+      expect(skipped).toBe(installations - accepted);
+      expect(done.statistics).toEqual(await recountedStatistics(pipeline.harness.orm, id));
+      expect(new Set((await app.deliveries(id, { state: 'skipped', limit: '100' })).map((row) => row.reason))).toEqual(new Set(['cancelled']));
+      expect(await app.deliveries(id, { state: 'pending', limit: '100' })).toHaveLength(0);
+      // Counted once, by the job that finished the cancel.
+      expect(await cancelledSkips()).toBe(skipsBefore + skipped);
+      expect(await cancelledEnds()).toBe(endsBefore + 1);
+    });
+  });
+});

@@ -1,0 +1,107 @@
+// The statistics are counters on the notification, moved by the statements that move the
+// delivery rows. Under concurrent batches, retries, failures and events reported twice at once,
+// a recount from the rows must find them equal, and reading one must not count rows.
+import request from 'supertest';
+import { randomUUID } from 'node:crypto';
+import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
+import { recountedStatistics, zeroStatistics } from './support/deliveries.ts';
+
+let pipeline: Pipeline;
+
+beforeAll(async () => {
+  // Small batches and chunks: many deliver jobs of one notification record at the same time.
+  pipeline = await startPipeline({ batchSize: 10, chunkSize: 5 });
+}, 120_000);
+afterAll(async () => {
+  await pipeline.close();
+});
+afterEach(() => {
+  pipeline.apns.setRules([]);
+  pipeline.fcm.setRules([]);
+});
+
+type Delivery = { id: string; installation_id: string; state: string };
+
+async function report(app: PipelineApplication, delivery: Delivery, type: string, eventId = randomUUID(), occurredAt = new Date()) {
+  const res = await request(pipeline.harness.app)
+    .post('/api/v1/events')
+    .set('Authorization', `Bearer ${app.client}`)
+    .send({ event_id: eventId, delivery_id: delivery.id, installation_id: delivery.installation_id, type, occurred_at: occurredAt.toISOString() });
+  if (res.status !== 201 && res.status !== 200) throw new Error(`event: ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+/** Every kind of report a device makes, with the duplicates a flaky network causes, all at once. */
+async function reportEverything(app: PipelineApplication, delivery: Delivery) {
+  const opened = { id: randomUUID(), at: new Date() };
+  await Promise.all([
+    report(app, delivery, 'received'),
+    report(app, delivery, 'received'),
+    report(app, delivery, 'displayed'),
+    report(app, delivery, 'opened', opened.id, opened.at),
+    report(app, delivery, 'opened', opened.id, opened.at),
+    report(app, delivery, 'dismissed'),
+  ]);
+}
+
+test('after concurrent batches, retries, failures and duplicate events, the counters equal a recount of the rows', async () => {
+  pipeline.apns.setRules([
+    { prefix: 'dead-', reason: 'Unregistered' },
+    { rate: 0.2, reason: 'ServiceUnavailable', retryAfter: 1 },
+  ]);
+  pipeline.fcm.setRules([{ rate: 0.2, reason: 'UNAVAILABLE', retryAfter: 1 }]);
+  const app = await pipeline.newApplication();
+  const users = Array.from({ length: 40 }, (_, i) => `stat-user-${i}`);
+  await Promise.all(
+    users.flatMap((user, i) => [
+      app.register(`${user}-ios`, ios(i % 7 === 0 ? `dead-${i}` : `live-${i}`, user)),
+      app.register(`${user}-android`, android(`fcm-${i}`, user, { permission: i % 5 === 0 ? 'denied' : 'authorized' })),
+    ]),
+  );
+  // Overlapping audiences, sent together.
+  const ids = await Promise.all([
+    app.send({ recipients: { user_ids: users }, notification: { title: 'All' } }),
+    app.send({ recipients: { user_ids: users.slice(0, 25) }, notification: { title: 'Some' } }),
+    app.send({ recipients: { user_ids: [...users.slice(20), 'nobody'] }, notification: { title: 'Others' } }),
+  ]);
+
+  // Events are reported while the batches are still being delivered.
+  // Reported on as soon as it is pushed (a pending one may still end skipped, and refuse events).
+  const reported = new Map<string, Set<string>>(ids.map((id) => [id, new Set()]));
+  const reports: Promise<void>[] = [];
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const states = await Promise.all(ids.map((id) => app.notification(id)));
+    for (const id of ids) {
+      for (const delivery of await app.deliveries(id)) {
+        if (delivery.state === 'pending' || delivery.state === 'skipped' || reported.get(id)!.has(delivery.id)) continue;
+        reported.get(id)!.add(delivery.id);
+        reports.push(reportEverything(app, delivery));
+      }
+    }
+    if (states.every((n) => n.completed_at)) break;
+    if (Date.now() > deadline) throw new Error('the notifications did not settle');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  await Promise.all(reports);
+
+  for (const id of ids) {
+    const { statistics } = await app.notification(id);
+    expect(statistics).toEqual(await recountedStatistics(pipeline.harness.orm, id));
+    // Each kind counts once per delivery, however many times it was reported.
+    const once = reported.get(id)!.size;
+    expect(once).toBe(statistics.accepted + statistics.failed);
+    expect(statistics).toMatchObject({ received: once, displayed: once, opened: once });
+    expect(statistics.installations).toBe(statistics.accepted + statistics.failed + statistics.skipped);
+  }
+  const [all] = await Promise.all(ids.map((id) => app.notification(id)));
+  expect(all.statistics).toMatchObject({ users: 40, installations: 80 });
+  expect(all.statistics.failed + all.statistics.skipped).toBeGreaterThanOrEqual(6 + 8);
+}, 120_000);
+
+test('a notification with no delivery reads zero everywhere, and a recount agrees', async () => {
+  const app = await pipeline.newApplication();
+  const id = await app.send({ recipients: { user_ids: ['nobody-at-all'] }, notification: { title: 'Hi' } });
+  const settled = await app.settled(id);
+  expect(settled.statistics).toEqual(await recountedStatistics(pipeline.harness.orm, id));
+  expect(settled.statistics).toEqual(zeroStatistics);
+});

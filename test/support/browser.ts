@@ -1,0 +1,80 @@
+// Headless Chromium for the tests of pages: Debian's `chromium` (`make browser` installs it) driven
+// by playwright-core, which never downloads a browser. Every request a page makes to a host other
+// than this machine is aborted and recorded, and so are its console errors, so that a test can
+// assert that a page needs nothing from the internet and runs clean.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+
+const localHosts = new Set(['127.0.0.1', 'localhost', '[::1]']);
+const isLocal = (url: URL) => !['http:', 'https:', 'ws:', 'wss:'].includes(url.protocol) || localHosts.has(url.hostname);
+
+const screenshotsDir = new URL('../../reports/screenshots/', import.meta.url);
+
+export function chromiumPath(): string {
+  try {
+    return execFileSync('sh', ['-c', 'command -v chromium'], { encoding: 'utf8' }).trim();
+  } catch {
+    throw new Error("Chromium is not installed: `make browser` installs Debian's chromium package (as root).");
+  }
+}
+
+export type HeadlessBrowser = {
+  /** Each request to another host, aborted before it left: its URL. */
+  blocked: string[];
+  /** Console errors and uncaught exceptions of every page, with the page's URL. */
+  errors: string[];
+  context: BrowserContext;
+  newPage(): Promise<Page>;
+  close(): Promise<void>;
+};
+
+export async function launchBrowser(): Promise<HeadlessBrowser> {
+  const browser: Browser = await chromium.launch({
+    executablePath: chromiumPath(),
+    headless: true,
+    // Tests run as root in a container: no sandbox there, and /dev/shm is often 64 MB.
+    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, serviceWorkers: 'block' });
+  const blocked: string[] = [];
+  const errors: string[] = [];
+  await context.route(
+    (url) => !isLocal(url),
+    (route) => {
+      blocked.push(route.request().url());
+      return route.abort('blockedbyclient');
+    },
+  );
+  await context.routeWebSocket(
+    (url) => !isLocal(url),
+    (socket) => {
+      blocked.push(socket.url());
+      return socket.close();
+    },
+  );
+  context.on('page', (page) => {
+    page.on('console', (message) => {
+      if (message.type() === 'error') errors.push(`${page.url()}: ${message.text()}`);
+    });
+    page.on('pageerror', (error) => errors.push(`${page.url()}: ${error.message}`));
+  });
+  return {
+    blocked,
+    errors,
+    context,
+    newPage: () => context.newPage(),
+    close: () => browser.close(),
+  };
+}
+
+/**
+ * Saves the whole page, or one element of it, to reports/screenshots/<name>.png (CI keeps reports/)
+ * and returns the file's path.
+ */
+export async function screenshot(target: Page | Locator, name: string): Promise<string> {
+  mkdirSync(screenshotsDir, { recursive: true });
+  const file = new URL(`${name}.png`, screenshotsDir).pathname;
+  await ('goto' in target ? target.screenshot({ path: file, fullPage: true }) : target.screenshot({ path: file }));
+  return file;
+}
