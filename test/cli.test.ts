@@ -1,11 +1,15 @@
 // The herald CLI as an operator runs it: a real process against the run's database.
 import { execFile } from 'node:child_process';
+import { jest } from '@jest/globals';
 import { promisify } from 'node:util';
 import request from 'supertest';
 import { createToken } from '../src/domain/applications.ts';
 import { databaseUrl, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
+// Every command is a process of its own that opens the database and checks its migrations (about
+// 3 s here, several times that beside a full parallel suite); a test runs up to 13 of them.
+jest.setTimeout(120_000);
 
 async function heraldWith(env: Record<string, string>, ...args: string[]): Promise<string> {
   const { stdout } = await run(process.execPath, ['src/cli/main.ts', ...args], {
@@ -280,7 +284,7 @@ test('rotate-key re-encrypts every credential under the new key, or changes noth
     await orm.close();
     await admin(`drop database if exists ${name} with (force)`);
   }
-}, 60_000);
+});
 
 test('herald simulate runs both simulators, says where, and writes the CA to trust', async () => {
   const { mkdtempSync, readFileSync } = await import('node:fs');

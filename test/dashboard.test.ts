@@ -373,6 +373,8 @@ test('a 1,000-row deliveries table is paged: 50 rows at a time, next and previou
   // 1,000 deliveries written by the fanout's own statements: 900 accepted, 60 failed, 40 skipped;
   // time-ordered ids, as the fanout's, so the table's order is bulk-0000 to bulk-0999.
   const rows: NewDelivery[] = Array.from({ length: 1000 }, (_, i) => ({
+    applicationId: app.id,
+    notificationId: id,
     deliveryId: uuidv7(),
     rowId: null as unknown as string,
     installationId: `bulk-${String(i).padStart(4, '0')}`,
@@ -388,7 +390,7 @@ test('a 1,000-row deliveries table is paged: 50 rows at a time, next and previou
     truncation: null,
   }));
   const em = pipeline.harness.orm.em.fork();
-  await insertDeliveries(em, app.id, id, rows);
+  await insertDeliveries(em, rows);
   const results: DeliveryResult[] = rows.slice(0, 960).map((row, i) => ({
     deliveryId: row.deliveryId,
     state: i < 900 ? 'accepted' : 'failed',

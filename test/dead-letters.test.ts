@@ -39,7 +39,7 @@ test('a deliver batch that failed all its retries fails its pending pushes as in
   const accepted = await delivery('done', 'accepted');
   const stuck = await delivery('stuck', 'pending');
 
-  await failDeliver(harness.orm.em, { webhooks: harness.webhooks, logger: harness.logger }, { applicationId, notificationId, platform: 'ios', deliveryIds: [accepted, stuck] });
+  await failDeliver(harness.orm.em, { webhooks: harness.webhooks, logger: harness.logger }, { applicationId, platform: 'ios', deliveryIds: [accepted, stuck] });
 
   const notification = await read();
   expect(notification.status).toBe('partial');

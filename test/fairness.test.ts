@@ -4,7 +4,7 @@
 // application's burst never holds another's send behind it, and an application alone still has
 // as many workers as before.
 import { fairShare } from '../src/worker/workers.ts';
-import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
+import { android, ios, jobsOf, startPipeline, type Pipeline, type PipelineApplication, type QueuedJob } from './support/fanout.ts';
 
 const title = { title: 'Fair' };
 /** Deliver jobs of one application a pipeline's worker runs at once (support/fanout.ts). */
@@ -12,21 +12,8 @@ const concurrency = 4;
 /** Pushes per deliver job in the pipeline with workers. */
 const batchSize = 4;
 
-type JobRow = { id: string; group_id: string | null; started: number; completed: number };
-
-async function jobsOf(pipeline: Pipeline, queue: 'fanout' | 'deliver', notificationIds: string[]): Promise<JobRow[]> {
-  return pipeline.harness.orm.em
-    .fork()
-    .execute<JobRow[]>(
-      `select id, group_id, extract(epoch from started_on) * 1000 as started, extract(epoch from completed_on) * 1000 as completed
-         from ${pipeline.queueSchema}.job
-        where name = ? and data->>'notificationId' in (?) order by created_on`,
-      [queue, notificationIds],
-    );
-}
-
 /** The most jobs running at the same time, from their start and end. */
-function mostAtOnce(jobs: JobRow[]): number {
+function mostAtOnce(jobs: QueuedJob[]): number {
   const edges = jobs.flatMap((job) => [
     { at: Number(job.started), step: 1 },
     { at: Number(job.completed), step: -1 },

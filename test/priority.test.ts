@@ -1,18 +1,12 @@
 // Priority lanes: the jobs of an `options.priority: high` notification (its fanout, its deliver
 // batches and their retries) are queued with a higher pg-boss priority, so workers take them
 // before normal ones already waiting.
-import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
+import { android, ios, jobsOf, startPipeline, type Pipeline } from './support/fanout.ts';
 
 const title = { title: 'Lanes' };
 
 async function jobPriorities(pipeline: Pipeline, queue: 'fanout' | 'deliver', notificationId: string): Promise<number[]> {
-  const rows = await pipeline.harness.orm.em
-    .fork()
-    .execute<{ priority: number }[]>(
-      `select priority from ${pipeline.queueSchema}.job where name = ? and data->>'notificationId' = ? order by created_on`,
-      [queue, notificationId],
-    );
-  return rows.map((row) => row.priority);
+  return (await jobsOf(pipeline, queue, [notificationId])).map((job) => job.priority);
 }
 
 describe('with no worker running', () => {

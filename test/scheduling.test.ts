@@ -5,7 +5,7 @@
 import request from 'supertest';
 import { registry } from '../src/observability/metrics.ts';
 import { countNotifications, recountedStatistics } from './support/deliveries.ts';
-import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
+import { android, ios, jobsOf, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
 
 let pipeline: Pipeline;
 beforeAll(async () => {
@@ -88,6 +88,54 @@ describe('scheduled sends', () => {
     expect(done.map((notification) => notification.statistics.accepted)).toEqual(users.map(() => 1));
     // now() is the transaction's start: notifications of one batch share their processing_started_at.
     expect(new Set(done.map((notification) => notification.processing_started_at)).size).toBeLessThanOrEqual(4);
+    // Their pushes share deliver batches (of 10 here), and each device got its push once.
+    expect((await jobsOf(pipeline, 'deliver', ids)).length).toBeLessThanOrEqual(6);
+    expect(users.map((user) => pushesTo(`fcm-sched-${user}`))).toEqual(users.map(() => 1));
+  });
+
+  test('a batch of large notifications is fanned out in transactions of at most 5,000 users', async () => {
+    const app = await pipeline.newApplication();
+    const sendAt = inSeconds(2);
+    // 12 × 500 users (none has an installation: each ends at once, completed with nothing to push).
+    const sends = Array.from({ length: 12 }, (_, n) => ({
+      ...scheduled('unused', sendAt),
+      recipients: { user_ids: Array.from({ length: 500 }, (_, i) => `large-${n}-${i}`) },
+    }));
+    const ids = await Promise.all(sends.map((send) => app.send(send)));
+    const done = await Promise.all(ids.map((id) => app.settled(id, 10_000)));
+    expect(done.map((notification) => notification.status)).toEqual(ids.map(() => 'completed'));
+    // now() is the transaction's start: notifications that share it were fanned out together.
+    const usersPerTransaction = new Map<string, number>();
+    for (const { processing_started_at: started } of done) usersPerTransaction.set(started, (usersPerTransaction.get(started) ?? 0) + 500);
+    expect(Math.max(...usersPerTransaction.values())).toBeLessThanOrEqual(5_000);
+    expect(usersPerTransaction.size).toBeLessThan(12);
+  });
+
+  test('in a shared deliver batch, notifications cancelled while its first chunk is pushed are not pushed; the others are', async () => {
+    const app = await pipeline.newApplication();
+    const users = Array.from({ length: 10 }, (_, i) => `shared-${i}`);
+    const tokenOf = (user: string) => `fcm-sched-${user}`;
+    for (const user of users) await app.register(`${user}-android`, android(tokenOf(user), user));
+    // One batch of 10 pushes, in chunks of 5 that take 600 ms each at the provider.
+    pipeline.fcm.setLatency(600);
+    const ids = await Promise.all(users.map((user) => app.send(scheduled(user, inSeconds(1)))));
+    const deadline = Date.now() + 10_000;
+    while (users.every((user) => pushesTo(tokenOf(user)) === 0) && Date.now() < deadline) await sleep(10);
+    // The first step of a cancel (as a cancel cut short leaves it) for every one not pushed yet.
+    const waiting = ids.filter((_, i) => pushesTo(tokenOf(users[i])) === 0);
+    await pipeline.harness.orm.em.fork().execute(`update notifications set status = 'cancelled' where id in (?)`, [waiting]);
+    const done = await Promise.all(ids.map((id) => app.settled(id, 10_000)));
+
+    expect(waiting.length).toBeGreaterThan(0);
+    expect(waiting.length).toBeLessThan(ids.length);
+    for (const [i, notification] of done.entries()) {
+      if (waiting.includes(ids[i])) {
+        expect([notification.status, notification.statistics.skipped, pushesTo(tokenOf(users[i]))]).toEqual(['cancelled', 1, 0]);
+      } else {
+        expect([notification.status, notification.statistics.accepted, pushesTo(tokenOf(users[i]))]).toEqual(['completed', 1, 1]);
+      }
+      expect(notification.statistics).toEqual(await recountedStatistics(pipeline.harness.orm, ids[i]));
+    }
   });
 
   test('send_at in the past, or now, sends at once without scheduled_for', async () => {

@@ -222,25 +222,33 @@ export type Candidate = {
   deviceLocale: string | null;
 };
 
+/** A Candidate of one notification among several fanned out together. */
+export type NotificationCandidate = Candidate & { notificationId: string };
+
 /**
- * Active installations of the target users: one query over (application_id, user_id).
+ * Active installations of each notification's target users, for a batch of notifications in one
+ * query: per notification and user, one probe of (application_id, user_id).
  * `withLocale`: read each device's locale too (a notification with localizations).
  */
-export async function targetInstallations(db: Db, applicationId: string, userIds: string[], withLocale = false): Promise<Candidate[]> {
-  const deviceLocale = withLocale ? sql`device->>'locale'` : sql`null`;
+export async function targetInstallations(db: Db, notificationIds: string[], withLocale = false): Promise<NotificationCandidate[]> {
+  const deviceLocale = withLocale ? sql`i.device->>'locale'` : sql`null`;
   const found = await rows(
     db,
-    sql<Candidate>`
-      select id as "rowId", installation_id as "installationId", user_id as "userId", platform,
-             provider_identifier as "providerIdentifier", permission, last_seen_at as "lastSeenAt",
+    sql<NotificationCandidate>`
+      select n.id as "notificationId", i.id as "rowId", i.installation_id as "installationId", i.user_id as "userId",
+             i.platform, i.provider_identifier as "providerIdentifier", i.permission, i.last_seen_at as "lastSeenAt",
              ${deviceLocale} as "deviceLocale"
-        from installations
-       where application_id = ${applicationId} and user_id = any(${userIds}::text[]) and status = 'active'`,
+        from notifications n
+             cross join lateral unnest(n.user_ids) as u(user_id)
+             join installations i on i.application_id = n.application_id and i.user_id = u.user_id
+       where n.id = any(${notificationIds}::uuid[]) and i.status = 'active'`,
   );
   return found.map((row) => ({ ...row, lastSeenAt: asDate(row.lastSeenAt) }));
 }
 
 export type NewDelivery = Candidate & {
+  applicationId: string;
+  notificationId: string;
   deliveryId: string;
   state: 'pending' | 'skipped';
   reason: string | null;
@@ -250,18 +258,19 @@ export type NewDelivery = Candidate & {
 };
 
 /**
- * A notification's deliveries, and its counters moved by what was inserted, in one statement.
- * Unique per (notification, installation): a re-run of the fanout inserts nothing twice. A user
- * counts once: only when none of their deliveries existed before the statement (which sees the
- * rows as they were when it began, not those it inserts). The fanout calls it once per
- * notification, with all its deliveries; tests call it a row at a time.
+ * Deliveries of any number of notifications, and each one's counters moved by what was inserted,
+ * in one statement. Unique per (notification, installation): a re-run of the fanout inserts
+ * nothing twice. A user counts once per notification: only when none of their deliveries existed
+ * before the statement (which sees the rows as they were when it began, not those it inserts).
+ * The fanout calls it once per batch of notifications; tests call it a row at a time.
  */
-export async function insertDeliveries(db: Db, applicationId: string, notificationId: string, deliveries: NewDelivery[]): Promise<void> {
+export async function insertDeliveries(db: Db, deliveries: NewDelivery[]): Promise<void> {
   if (deliveries.length === 0) return;
   const column = <K extends keyof NewDelivery>(key: K) => deliveries.map((d) => d[key]);
   const truncations = deliveries.map((d) => (d.truncation === null ? null : JSON.stringify(d.truncation)));
   // Without localizations, no array of nulls: unnest pads a null array's column with nulls.
   const locales = deliveries.some((d) => d.locale !== null) ? column('locale') : null;
+  const notificationIds = [...new Set(column('notificationId'))];
   await run(
     db,
     sql`
@@ -269,32 +278,39 @@ export async function insertDeliveries(db: Db, applicationId: string, notificati
         insert into deliveries
           (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform,
            state, reason, locale, truncation, attempts, created_at, completed_at)
-        select d.id, ${applicationId}, ${notificationId}, d.installation_id, d.client_installation_id, d.user_id,
+        select d.id, d.application_id, d.notification_id, d.installation_id, d.client_installation_id, d.user_id,
                d.platform, d.state, d.reason, d.locale, d.truncation, 0, now(), case when d.state = 'skipped' then now() end
-          from unnest(${column('deliveryId')}::uuid[], ${column('rowId')}::uuid[], ${column('installationId')}::text[],
+          from unnest(${column('deliveryId')}::uuid[], ${column('applicationId')}::uuid[], ${column('notificationId')}::uuid[],
+                      ${column('rowId')}::uuid[], ${column('installationId')}::text[],
                       ${column('userId')}::text[], ${column('platform')}::text[], ${column('state')}::text[],
                       ${column('reason')}::text[], ${locales}::text[], ${truncations}::jsonb[])
-            as d(id, installation_id, client_installation_id, user_id, platform, state, reason, locale, truncation)
+            as d(id, application_id, notification_id, installation_id, client_installation_id, user_id, platform, state,
+                 reason, locale, truncation)
         on conflict (notification_id, installation_id) do nothing
-        returning user_id, state
+        returning notification_id, user_id, state
       )
       update notifications n
          set users_count = n.users_count + c.users, installations_count = n.installations_count + c.installations,
              skipped_count = n.skipped_count + c.skipped
-        -- NOT IN, not a NOT EXISTS per row: the notification's earlier users are read once into a
+        -- NOT IN, not a NOT EXISTS per row: the notifications' earlier users are read once into a
         -- hash. Probing the deliveries index once per inserted row visited every row this statement
         -- inserted each time (their index entries are there, only invisible): O(n²), ~150 ms a fanout.
-        from (select count(distinct i.user_id) filter (
-                       where i.user_id not in (select e.user_id from deliveries e where e.notification_id = ${notificationId} and e.user_id is not null)
+        from (select i.notification_id,
+                     count(distinct i.user_id) filter (
+                       where (i.notification_id, i.user_id) not in (
+                         select e.notification_id, e.user_id from deliveries e
+                          where e.notification_id = any(${notificationIds}::uuid[]) and e.user_id is not null)
                      ) as users,
                      count(*) as installations, count(*) filter (where i.state = 'skipped') as skipped
-                from inserted i) c
-       where n.id = ${notificationId}`,
+                from inserted i
+               group by i.notification_id) c
+       where n.id = c.notification_id`,
   );
 }
 
 export type ClaimedDelivery = {
   deliveryId: string;
+  notificationId: string;
   /** Null when the installation was deleted since the fanout. */
   installationRowId: string | null;
   providerIdentifier: string | null;
@@ -303,6 +319,20 @@ export type ClaimedDelivery = {
   /** The localization to push (insertDeliveries); null: the default content. */
   locale: string | null;
 };
+
+/**
+ * The notifications a deliver batch pushes (one or many: a batch of scheduled sends puts many
+ * small notifications in one batch), as their views show them, read through the deliveries.
+ */
+export async function notificationsOfDeliveries(db: Db, deliveryIds: string[]): Promise<NotificationRow[]> {
+  const found = await rows(
+    db,
+    sql<NotificationRow>`
+      select ${notificationColumns} from notifications
+       where id in (select notification_id from deliveries where id = any(${deliveryIds}::uuid[]))`,
+  );
+  return found.map(notificationRow);
+}
 
 /**
  * The batch's still-pending deliveries, with each installation's current identifier and the
@@ -319,18 +349,18 @@ export async function claimPending(db: Db, deliveryIds: string[], countNow: bool
         with claimed as (
           update deliveries set attempts = attempts + 1, last_attempt_at = now()
            where id = any(${deliveryIds}::uuid[]) and state = 'pending'
-          returning id, installation_id, attempts, locale
+          returning id, notification_id, installation_id, attempts, locale
         )
-        select c.id as "deliveryId", c.installation_id as "installationRowId", i.provider_identifier as "providerIdentifier",
-               i.status as "installationStatus", c.attempts, c.locale
+        select c.id as "deliveryId", c.notification_id as "notificationId", c.installation_id as "installationRowId",
+               i.provider_identifier as "providerIdentifier", i.status as "installationStatus", c.attempts, c.locale
           from claimed c left join installations i on i.id = c.installation_id`,
     );
   }
   return rows(
     db,
     sql<ClaimedDelivery>`
-      select d.id as "deliveryId", d.installation_id as "installationRowId", i.provider_identifier as "providerIdentifier",
-             i.status as "installationStatus", d.attempts + 1 as attempts, d.locale
+      select d.id as "deliveryId", d.notification_id as "notificationId", d.installation_id as "installationRowId",
+             i.provider_identifier as "providerIdentifier", i.status as "installationStatus", d.attempts + 1 as attempts, d.locale
         from deliveries d left join installations i on i.id = d.installation_id
        where d.id = any(${deliveryIds}::uuid[]) and d.state = 'pending'`,
   );
@@ -476,6 +506,16 @@ export async function invalidateInstallations(db: Db, invalidations: Invalidatio
   return invalidated.map(installationRow);
 }
 
+/** How many users each notification is for (a fanout batch is cut by that), in the order asked. */
+export async function recipientCounts(db: Db, notificationIds: string[]): Promise<number[]> {
+  const found = await rows(
+    db,
+    sql<{ id: string; recipients: number }>`select id, cardinality(user_ids) as recipients from notifications where id = any(${notificationIds}::uuid[])`,
+  );
+  const counts = new Map(found.map((row) => [row.id, row.recipients]));
+  return notificationIds.map((id) => counts.get(id) ?? 0);
+}
+
 /** Moves queued notifications to `processing`, each once; answers those it moved (not those a previous run did). */
 export async function startProcessing(db: Db, notificationIds: string[]): Promise<string[]> {
   const moved = await rows(
@@ -500,14 +540,25 @@ export async function completeNotification(
   notificationId: string,
   status: NotificationRow['status'],
 ): Promise<FinishedNotification | undefined> {
-  const [row] = await rows(
+  const [ended] = await completeNotifications(db, [{ notificationId, status }]);
+  return ended;
+}
+
+/** completeNotification for several at once, in one statement: answers those this call ended. */
+export async function completeNotifications(
+  db: Db,
+  endings: { notificationId: string; status: NotificationRow['status'] }[],
+): Promise<FinishedNotification[]> {
+  if (endings.length === 0) return [];
+  const ended = await rows(
     db,
     sql<FinishedNotification>`
-      update notifications set status = case when status = 'cancelled' then status else ${status} end, completed_at = now()
-       where id = ${notificationId} and completed_at is null
+      update notifications n set status = case when n.status = 'cancelled' then n.status else e.final_status end, completed_at = now()
+        from unnest(${endings.map((e) => e.notificationId)}::uuid[], ${endings.map((e) => e.status)}::text[]) as e(ending_id, final_status)
+       where n.id = e.ending_id and n.completed_at is null
       returning ${notificationColumns}, application_id as "applicationId"`,
   );
-  return row && { ...notificationRow(row), applicationId: row.applicationId, completedAt: asDate(row.completedAt) };
+  return ended.map((row) => ({ ...notificationRow(row), applicationId: row.applicationId, completedAt: asDate(row.completedAt) }));
 }
 
 /**
@@ -555,15 +606,24 @@ export async function lockPushes(db: Db, notificationId: string): Promise<void> 
 }
 
 /**
- * A chunk's shared hold on its notification's pushes while they are handed to the provider and
- * their outcomes recorded (lockPushes waits for it). False when the notification has been
- * cancelled: the chunk must not be pushed. The status is read after the lock is granted, in a
- * statement of its own (a statement reads what was committed when it began).
+ * A chunk's shared hold on its notifications' pushes while they are handed to the provider and
+ * their outcomes recorded (lockPushes waits for it). Answers those of them that have been
+ * cancelled: their pushes must not be made. The locks are taken in the order of their keys, so two
+ * chunks and the cancels waiting between them never wait on each other in a circle. The statuses
+ * are read after the locks are granted, in a statement of their own (a statement reads what was
+ * committed when it began).
  */
-export async function holdUncancelled(db: Db, notificationId: string): Promise<boolean> {
-  await run(db, sql`select pg_advisory_xact_lock_shared(${pushLockNamespace}, hashtext(${notificationId}))`);
-  const [found] = await rows(db, sql<{ status: string }>`select status from notifications where id = ${notificationId}`);
-  return found !== undefined && found.status !== 'cancelled';
+export async function holdUncancelled(db: Db, notificationIds: string[]): Promise<Set<string>> {
+  await run(
+    db,
+    sql`select count(pg_advisory_xact_lock_shared(${pushLockNamespace}, s.key))
+          from (select distinct hashtext(id) as key from unnest(${notificationIds}::text[]) as id order by key offset 0) s`,
+  );
+  const cancelled = await rows(
+    db,
+    sql<{ id: string }>`select id from notifications where id = any(${notificationIds}::uuid[]) and status = 'cancelled'`,
+  );
+  return new Set(cancelled.map((row) => row.id));
 }
 
 /**
@@ -595,15 +655,15 @@ export async function isCancelUnfinished(db: Db, notificationId: string): Promis
 export type Progress = { pending: number; accepted: number; failed: number };
 
 /** Whether a notification has deliveries left to push, from its counters. */
-export async function notificationProgress(db: Db, notificationId: string): Promise<Progress | undefined> {
-  const [found] = await rows(
+export async function notificationProgress(db: Db, notificationIds: string[]): Promise<Map<string, Progress>> {
+  const found = await rows(
     db,
-    sql<Progress>`
-      select installations_count - accepted_count - failed_count - skipped_count as pending,
+    sql<Progress & { id: string }>`
+      select id, installations_count - accepted_count - failed_count - skipped_count as pending,
              accepted_count as accepted, failed_count as failed
-        from notifications where id = ${notificationId}`,
+        from notifications where id = any(${notificationIds}::uuid[])`,
   );
-  return found;
+  return new Map(found.map(({ id, ...progress }) => [id, progress]));
 }
 
 export type DeliveryCounts = {

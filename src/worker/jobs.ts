@@ -37,7 +37,7 @@ import { placement, queues } from './queue.ts';
 import {
   claimPending,
   countAttempts,
-  completeNotification,
+  completeNotifications,
   holdUncancelled,
   isCancelUnfinished,
   insertDeliveries,
@@ -46,18 +46,26 @@ import {
   markCredentialUnhealthy,
   markCredentialUnreachable,
   notificationProgress,
+  notificationsOfDeliveries,
+  recipientCounts,
   recordResults,
   startProcessing,
   targetInstallations,
+  type Candidate,
   type ClaimedDelivery,
   type DeliveryResult,
   type FinishedNotification,
   type Invalidation,
   type MovedCount,
+  type NewDelivery,
+  type NotificationRow,
 } from '../db/sql.ts';
 
+/**
+ * Pushes to make on one platform for one application: pending deliveries of one notification, or
+ * of many small ones fanned out together (a batch of scheduled sends), all in one lane.
+ */
 export type DeliverJob = {
-  notificationId: string;
   applicationId: string;
   platform: 'ios' | 'android';
   deliveryIds: string[];
@@ -102,40 +110,86 @@ function chunk<T>(items: T[], size: number): T[][] {
 }
 
 /**
- * Fans out a batch of notifications in one transaction: each one's deliveries and deliver jobs, or
- * its end when it has nothing to push. Notifications no longer queued (fanned out before, or
- * cancelled) are left alone; a cancel cut short is finished (endCancelled).
+ * Fans out a batch of notifications, in transactions of a few thousand users: each one's
+ * deliveries and deliver jobs, or its end when it has nothing to push. The statements are per
+ * transaction, not per notification: a batch of scheduled sends that came due together costs about
+ * what one notification costs. Notifications no longer queued (fanned out before, or cancelled) are
+ * left alone; a cancel cut short is finished (endCancelled).
  */
 export async function runFanouts(em: EntityManager, context: JobContext, jobs: FanoutJob[]): Promise<void> {
+  if (jobs.length === 1) return fanOutTogether(em, context, jobs);
+  // A transaction is bounded by the users it fans out to, not the notifications: a hundred
+  // one-user notifications go together, ten of 500 users each.
+  const recipients = await recipientCounts(em.fork(), jobs.map((job) => job.notificationId));
+  let group: FanoutJob[] = [];
+  let users = 0;
+  for (const [i, job] of jobs.entries()) {
+    if (group.length > 0 && users + recipients[i] > recipientsPerTransaction) {
+      await fanOutTogether(em, context, group);
+      [group, users] = [[], 0];
+    }
+    group.push(job);
+    users += recipients[i];
+  }
+  await fanOutTogether(em, context, group);
+}
+
+/** At most this many users' installations are fanned out in one transaction (one notification may have more: 500). */
+const recipientsPerTransaction = 5_000;
+
+/** runFanouts of jobs that go in one transaction. */
+async function fanOutTogether(em: EntityManager, context: JobContext, jobs: FanoutJob[]): Promise<void> {
   const fanned = await em.fork().transactional(async (tx) => {
     // Everything below commits together: a re-run after a crash either sees it all or redoes it all.
     const started = await startProcessing(tx, jobs.map((job) => job.notificationId));
     const notifications = started.length === 0 ? [] : await tx.find(Notification, { id: { $in: started } });
+    const localized = notifications.some((notification) => Object.keys(notification.localizations ?? {}).length > 0);
+    const candidates = started.length === 0 ? [] : await targetInstallations(tx, started, localized);
+    const candidatesOf = Map.groupBy(candidates, (candidate) => candidate.notificationId);
     const platformsOf = new Map<string, Set<string>>();
-    const deliverJobs: { data: DeliverJob; priority: number; group: { id: string } }[] = [];
-    const results: { skips: Map<string, MovedCount[]>; finished: FinishedNotification | undefined }[] = [];
-    for (const notification of notifications) {
-      const job = { notificationId: notification.id, applicationId: notification.applicationId };
-      if (!platformsOf.has(job.applicationId)) platformsOf.set(job.applicationId, await platformsWithCredentials(tx, job.applicationId));
-      const { batches, skips } = await fanOut(tx, context, notification, platformsOf.get(job.applicationId)!);
-      if (batches.length === 0) {
-        const announce = await context.webhooks.wants(tx, job.applicationId, 'notification.completed');
-        results.push({ skips, finished: await completeAndAnnounce(tx, context.webhooks, job, 'completed', announce) });
-      } else {
-        const where = placement(job.applicationId, jobPriority(notification.options));
-        deliverJobs.push(...batches.map((data) => ({ data, ...where })));
-        results.push({ skips, finished: undefined });
+    for (const { applicationId } of notifications) {
+      if (!platformsOf.has(applicationId)) platformsOf.set(applicationId, await platformsWithCredentials(tx, applicationId));
+    }
+    const fanouts = notifications.map((notification) => ({
+      notification,
+      ...fanOut(notification, candidatesOf.get(notification.id) ?? [], platformsOf.get(notification.applicationId)!),
+    }));
+    await insertDeliveries(tx, fanouts.flatMap((fanout) => fanout.deliveries));
+    // Pending deliveries go to deliver batches by application, lane and platform: many small
+    // notifications share a batch, one large one fills batches of its own. A notification with
+    // nothing to push ends now.
+    const lanes = new Map<string, { applicationId: string; priority: number; platform: Platform; deliveryIds: string[] }>();
+    const nothingToPush = new Map<string, Ending[]>();
+    for (const { notification, deliveries } of fanouts) {
+      const { applicationId } = notification;
+      const pending = deliveries.filter((delivery) => delivery.state === 'pending');
+      if (pending.length === 0) {
+        nothingToPush.set(applicationId, [...(nothingToPush.get(applicationId) ?? []), { notificationId: notification.id, status: 'completed' }]);
+      }
+      const priority = jobPriority(notification.options);
+      for (const { platform, deliveryId } of pending) {
+        const key = `${applicationId}:${priority}:${platform}`;
+        if (!lanes.has(key)) lanes.set(key, { applicationId, priority, platform, deliveryIds: [] });
+        lanes.get(key)!.deliveryIds.push(deliveryId);
       }
     }
+    const finished: FinishedNotification[] = [];
+    for (const [applicationId, endings] of nothingToPush) {
+      const announce = await context.webhooks.wants(tx, applicationId, 'notification.completed');
+      finished.push(...(await completeAndAnnounce(tx, context.webhooks, applicationId, endings, announce)));
+    }
+    const deliverJobs = [...lanes.values()].flatMap(({ applicationId, priority, platform, deliveryIds }) =>
+      chunk(deliveryIds, context.batchSize).map((batch) => ({ data: { applicationId, platform, deliveryIds: batch } satisfies DeliverJob, ...placement(applicationId, priority) })),
+    );
     if (deliverJobs.length > 0) await context.boss.insert(queues.deliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
-    return { results, notStarted: jobs.filter((job) => !started.includes(job.notificationId)) };
+    return { skips: fanouts.map((fanout) => fanout.skips), finished, notStarted: jobs.filter((job) => !started.includes(job.notificationId)) };
   });
   // Counted once committed: a fanout that rolled back did none of it.
-  for (const { skips, finished } of fanned.results) {
+  for (const skips of fanned.skips) {
     notificationMoved('processing');
     for (const [platform, counts] of skips) deliveriesEnded(platform, counts);
-    reportNotificationEnd(context.logger, finished);
   }
+  for (const ended of fanned.finished) reportNotificationEnd(context.logger, ended);
   // Not queued any more: fanned out before, or cancelled (perhaps by a cancel cut short).
   for (const job of fanned.notStarted) {
     if (await isCancelUnfinished(em, job.notificationId)) await endCancelled(em, context, job);
@@ -153,38 +207,32 @@ async function platformsWithCredentials(tx: EntityManager, applicationId: string
   );
 }
 
-/** One notification's fanout, in the batch's transaction: its deliveries written, its deliver batches made. */
-async function fanOut(
-  tx: EntityManager,
-  context: JobContext,
+/** One notification's fanout, without I/O: its deliveries to write. */
+function fanOut(
   notification: Notification,
+  candidates: Candidate[],
   withCredentials: ReadonlySet<string>,
-): Promise<{ batches: DeliverJob[]; skips: Map<string, MovedCount[]> }> {
+): { deliveries: NewDelivery[]; skips: Map<string, MovedCount[]> } {
   const { id: notificationId, applicationId } = notification;
   const tags = Object.keys(notification.localizations ?? {});
-  const candidates = await targetInstallations(tx, applicationId, notification.userIds, tags.length > 0);
   const content = pushContent(notification);
   const classified = classify(candidates, { dataOnly: isDataOnly(content), platformsWithCredentials: withCredentials });
   // Each device gets its localization (or the default content, null); the push is cut to fit
   // once per platform and localization; the deliver jobs cut it the same way (fitToPlatform is pure).
   const localeOf = tags.length > 0 ? localeMatcher(tags) : () => null;
   const truncationOf = fitsOnce((platform, locale) => fitToPlatform(contentFor(content, locale), platform).truncation);
-  const deliveries = classified.map((delivery) => {
+  const deliveries = classified.map((delivery): NewDelivery => {
     const locale = delivery.state === 'pending' ? localeOf(delivery.deviceLocale) : null;
     return {
       ...delivery,
+      applicationId,
+      notificationId,
       deliveryId: uuidv7(),
       locale,
       truncation: delivery.state === 'pending' ? truncationOf(delivery.platform, locale) : null,
     };
   });
-  await insertDeliveries(tx, applicationId, notificationId, deliveries);
-  const batches: DeliverJob[] = [];
-  for (const platform of ['ios', 'android'] as const) {
-    const pending = deliveries.filter((d) => d.state === 'pending' && d.platform === platform).map((d) => d.deliveryId);
-    for (const deliveryIds of chunk(pending, context.batchSize)) batches.push({ notificationId, applicationId, platform, deliveryIds });
-  }
-  return { batches, skips: skipsByPlatform(classified) };
+  return { deliveries, skips: skipsByPlatform(classified) };
 }
 
 /** The fanout's skipped deliveries, per platform, counted by reason. */
@@ -213,35 +261,39 @@ function fitsOnce<T>(fit: (platform: Platform, locale: string | null) => T): (pl
 
 /** What a fanout that failed for good leaves: a failed notification, not a queued one forever. */
 export async function failFanout(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, job: FanoutJob): Promise<void> {
-  reportNotificationEnd(context.logger, await complete(em.fork(), context.webhooks, job, 'failed'));
+  const [ended] = await complete(em.fork(), context.webhooks, job.applicationId, [{ notificationId: job.notificationId, status: 'failed' }]);
+  reportNotificationEnd(context.logger, ended);
 }
 
+type Ending = { notificationId: string; status: FinishedNotification['status'] };
+
 /**
- * Ends a notification once (completeNotification: the first caller wins), with its
- * `notification.completed` webhook in the same transaction when the application has an endpoint
- * for it. Without one, the update alone: no transaction around it. Answers the notification as it
- * ended (undefined when another caller ended it), which the caller reports once committed.
+ * Ends notifications of one application once each (completeNotifications: the first caller wins),
+ * with their `notification.completed` webhooks in the same transaction when the application has an
+ * endpoint for it. Without one, the update alone: no transaction around it. Answers those this call
+ * ended, which the caller reports once committed.
  */
-async function complete(db: EntityManager, webhooks: WebhookOutbox, job: FanoutJob, status: FinishedNotification['status']): Promise<FinishedNotification | undefined> {
-  if (!(await webhooks.wants(db, job.applicationId, 'notification.completed'))) return completeNotification(db, job.notificationId, status);
-  return db.transactional((tx) => completeAndAnnounce(tx, webhooks, job, status, true));
+async function complete(db: EntityManager, webhooks: WebhookOutbox, applicationId: string, endings: Ending[]): Promise<FinishedNotification[]> {
+  if (endings.length === 0) return [];
+  if (!(await webhooks.wants(db, applicationId, 'notification.completed'))) return completeNotifications(db, endings);
+  return db.transactional((tx) => completeAndAnnounce(tx, webhooks, applicationId, endings, true));
 }
 
 /** complete(), inside the caller's transaction. */
 async function completeAndAnnounce(
   tx: EntityManager,
   webhooks: WebhookOutbox,
-  job: FanoutJob,
-  status: FinishedNotification['status'],
+  applicationId: string,
+  endings: Ending[],
   announce: boolean,
-): Promise<FinishedNotification | undefined> {
-  const ended = await completeNotification(tx, job.notificationId, status);
-  if (ended && announce) await webhooks.emit(tx, job.applicationId, [notificationCompleted(ended)]);
+): Promise<FinishedNotification[]> {
+  const ended = await completeNotifications(tx, endings);
+  if (ended.length > 0 && announce) await webhooks.emit(tx, applicationId, ended.map(notificationCompleted));
   return ended;
 }
 
-/** What a deliver job reads of its notification: what is pushed and until when (not its recipients). */
-type BatchNotification = Pick<Notification, 'id' | 'createdAt' | 'scheduledFor' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options'>;
+/** What a deliver job reads of its notifications: what is pushed and until when (not their recipients). */
+type BatchNotifications = ReadonlyMap<string, NotificationRow>;
 
 /** What an attempt left to record; `countAttempt`: whether recording it counts the attempt (claimPending). */
 type Attempt = {
@@ -256,7 +308,7 @@ type Attempt = {
 
 const noAttempt = (countAttempt: boolean): Attempt => ({ results: [], invalidations: [], retry: [], retryAfter: 0, retryReasons: new Map(), countAttempt });
 
-function settle(notification: BatchNotification, sent: ClaimedDelivery[], outcomes: PushOutcome[], countAttempt: boolean): Attempt {
+function settle(notifications: BatchNotifications, sent: ClaimedDelivery[], outcomes: PushOutcome[], countAttempt: boolean): Attempt {
   const attempt = noAttempt(countAttempt);
   const retry = (deliveryId: string, reason: string, delay: number) => {
     attempt.retry.push(deliveryId);
@@ -295,7 +347,7 @@ function settle(notification: BatchNotification, sent: ClaimedDelivery[], outcom
       case 'transient': {
         const delay = retryDelaySeconds(delivery.attempts, outcome.retryAfterSeconds);
         const retryAt = new Date(Date.now() + delay * 1000);
-        if (!mayAttempt(notification, delivery.attempts + 1, retryAt)) fail(outcome.deliveryId, 'expired');
+        if (!mayAttempt(notifications.get(delivery.notificationId)!, delivery.attempts + 1, retryAt)) fail(outcome.deliveryId, 'expired');
         else retry(outcome.deliveryId, outcome.reason, delay);
         break;
       }
@@ -309,23 +361,27 @@ function settle(notification: BatchNotification, sent: ClaimedDelivery[], outcom
   return attempt;
 }
 
-/** Deliver: claim the batch's pending deliveries, push them a chunk at a time, record each chunk. */
+/**
+ * Deliver: claim the batch's pending deliveries (of one notification, or of many small ones a batch
+ * of fanouts put together), push them a chunk at a time, record each chunk, and end the
+ * notifications that have nothing pending any more.
+ */
 export async function runDeliver(em: EntityManager, context: JobContext, job: DeliverJob): Promise<void> {
   const db = em.fork();
-  // Read only: not managed by the fork (each record() commit would compare it again) and without
-  // the recipients (up to 500 user ids), which a batch has no use for.
-  const notification = await db.findOne(Notification, { id: job.notificationId }, { exclude: ['userIds'], disableIdentityMap: true });
-  if (!notification) return;
-  const countAtClaim = countsAttemptBeforePush(notification);
-  const { sendable, unsendable } = await claim(db, notification, job, countAtClaim);
+  const notifications: BatchNotifications = new Map((await notificationsOfDeliveries(db, job.deliveryIds)).map((n) => [n.id, n]));
+  if (notifications.size === 0) return;
+  // Counting at the claim instead of with the outcome still counts each attempt once: a batch with a
+  // ttl 0 notification among others counts them all at the claim.
+  const countAtClaim = [...notifications.values()].some(countsAttemptBeforePush);
+  const { sendable, unsendable } = await claim(db, notifications, job, countAtClaim);
   const client = sendable.length > 0 ? await context.clients.get(db, job.applicationId, providerOf[job.platform]) : null;
   if (sendable.length > 0 && !client) {
     for (const delivery of sendable) unsendable.push(ended(delivery.deliveryId, 'skipped', 'no_credentials'));
   }
-  if (unsendable.length > 0) await record(db, context, job, notification, { ...noAttempt(!countAtClaim), results: unsendable });
-  const stopped = client ? await sendAndRecord(db, context, job, notification, client, sendable, !countAtClaim) : 'sent';
-  if (stopped === 'cancelled') await endCancelled(db, context, job);
-  else await completeIfDone(db, context, job);
+  if (unsendable.length > 0) await record(db, context, job, notifications, { ...noAttempt(!countAtClaim), results: unsendable });
+  const cancelled = client ? await sendAndRecord(db, context, job, notifications, client, sendable, !countAtClaim) : new Set<string>();
+  for (const notificationId of cancelled) await endCancelled(db, context, { notificationId, applicationId: job.applicationId });
+  await completeIfDone(db, context, job.applicationId, [...notifications.keys()].filter((id) => !cancelled.has(id)));
 }
 
 const ended = (deliveryId: string, state: 'skipped' | 'failed', reason: string): DeliveryResult => ({
@@ -338,7 +394,7 @@ const ended = (deliveryId: string, state: 'skipped' | 'failed', reason: string):
 /** Claims the batch's pending deliveries: those that can still be pushed, and the end of the others. */
 async function claim(
   db: EntityManager,
-  notification: BatchNotification,
+  notifications: BatchNotifications,
   job: DeliverJob,
   countNow: boolean,
 ): Promise<{ sendable: ClaimedDelivery[]; unsendable: DeliveryResult[] }> {
@@ -347,51 +403,60 @@ async function claim(
   for (const delivery of await claimPending(db, job.deliveryIds, countNow)) {
     if (!delivery.installationRowId || !delivery.providerIdentifier) unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_deleted'));
     else if (delivery.installationStatus !== 'active') unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_invalid'));
-    else if (!mayAttempt(notification, delivery.attempts)) unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
+    else if (!mayAttempt(notifications.get(delivery.notificationId)!, delivery.attempts)) unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
     else sendable.push(delivery);
   }
   return { sendable, unsendable };
 }
 
+/** Pushes the sendable deliveries a chunk at a time; answers the notifications found cancelled. */
 async function sendAndRecord(
   db: EntityManager,
   context: JobContext,
   job: DeliverJob,
-  notification: BatchNotification,
+  notifications: BatchNotifications,
   client: ProviderClient,
   sendable: ClaimedDelivery[],
   countAttempt: boolean,
-): Promise<'sent' | 'cancelled'> {
+): Promise<Set<string>> {
   // Exactly the content the fanout measured and recorded as the truncation of this platform and
-  // each delivery's localization: one object per localization, which the providers build one
-  // payload from for all its pushes.
-  const content = pushContent(notification);
-  const contentOf = fitsOnce((platform, locale): PushContent => fitToPlatform(contentFor(content, locale), platform).content);
-  const expiry = expiresAt(notification);
+  // each delivery's localization: one object per notification and localization, which the
+  // providers build one payload from for all its pushes.
+  const contentOf = new Map(
+    [...notifications.values()].map((notification) => {
+      const content = pushContent(notification);
+      return [notification.id, fitsOnce((platform, locale): PushContent => fitToPlatform(contentFor(content, locale), platform).content)];
+    }),
+  );
   // Outcomes are recorded a chunk at a time, each before the next chunk is sent: a crash or a
   // database outage re-sends at most the one chunk whose answers were not recorded yet. Each chunk
-  // is pushed and recorded holding its notification's pushes against a cancel
-  // (domain/cancellation.ts): once it is cancelled, nothing more is pushed, and the cancel ends the
-  // deliveries left pending.
+  // is pushed and recorded holding its notifications' pushes against a cancel
+  // (domain/cancellation.ts): once one is cancelled, nothing more of it is pushed, and the cancel
+  // ends its deliveries left pending.
+  const cancelled = new Set<string>();
   const health: CredentialMarks = { healthy: false };
   for (const part of chunk(sendable, context.recordEvery)) {
-    const pushes: Push[] = part.map((delivery) => ({
-      deliveryId: delivery.deliveryId,
-      notificationId: notification.id,
-      providerIdentifier: delivery.providerIdentifier!,
-      content: contentOf(job.platform, delivery.locale),
-      expiresAt: expiry,
-    }));
     const pushed = await db.transactional(async (tx) => {
-      if (!(await holdUncancelled(tx, notification.id))) return undefined;
-      const outcomes = await sendChunk(tx, context, job, client, pushes, health);
-      const attempt = settle(notification, part, outcomes, countAttempt);
-      return { attempt, moved: await recordIn(tx, context, job, notification, attempt) };
+      const found = await holdUncancelled(tx, [...new Set(part.map((delivery) => delivery.notificationId))]);
+      const live = part.filter((delivery) => !found.has(delivery.notificationId) && !cancelled.has(delivery.notificationId));
+      const pushes: Push[] = live.map((delivery) => {
+        const notification = notifications.get(delivery.notificationId)!;
+        return {
+          deliveryId: delivery.deliveryId,
+          notificationId: notification.id,
+          providerIdentifier: delivery.providerIdentifier!,
+          content: contentOf.get(notification.id)!(job.platform, delivery.locale),
+          expiresAt: expiresAt(notification),
+        };
+      });
+      const outcomes = pushes.length > 0 ? await sendChunk(tx, context, job, client, pushes, health) : [];
+      const attempt = settle(notifications, live, outcomes, countAttempt);
+      return { found, attempt, moved: await recordIn(tx, context, job, notifications, attempt) };
     });
-    if (!pushed) return 'cancelled';
+    for (const id of pushed.found) cancelled.add(id);
     reportRecorded(job, pushed.attempt, pushed.moved);
   }
-  return 'sent';
+  return cancelled;
 }
 
 /** A job that found its notification cancelled finishes the cancel, in case the cancel itself was cut short. */
@@ -418,7 +483,7 @@ async function sendChunk(
     const answered = await sendWithDeadline(client.provider, pushes, context.sendDeadlineMs);
     providerRequest(job.platform, (performance.now() - started) / 1000);
     if (answered === 'timeout') {
-      context.logger.warn({ notificationId: job.notificationId, pushes: pushes.length, deadlineMs: context.sendDeadlineMs }, 'provider send timed out');
+      context.logger.warn({ applicationId: job.applicationId, pushes: pushes.length, deadlineMs: context.sendDeadlineMs }, 'provider send timed out');
       context.clients.report(client, 'broken');
       marks.healthy = false;
       await markCredentialUnreachable(db, client.credentialId);
@@ -434,7 +499,7 @@ async function sendChunk(
   } catch (error) {
     providerRequest(job.platform, (performance.now() - started) / 1000);
     // The adapters map provider errors to outcomes; anything thrown is retried like a 5xx.
-    context.logger.error({ err: error, notificationId: job.notificationId }, 'provider send failed');
+    context.logger.error({ err: error, applicationId: job.applicationId, pushes: pushes.length }, 'provider send failed');
     return failAll('provider error');
   }
   const refused = outcomes.find((outcome) => outcome.kind === 'credentials');
@@ -450,15 +515,15 @@ async function sendChunk(
 }
 
 /**
- * Outcomes, dead devices, the retry of the transient ones (in the notification's lane and group)
- * and the webhooks they make (`delivery.failed`, `installation.invalidated`) commit together.
+ * Outcomes, dead devices, the retry of the transient ones (in the batch's lane and group) and the
+ * webhooks they make (`delivery.failed`, `installation.invalidated`) commit together.
  */
-async function record(db: EntityManager, context: JobContext, job: DeliverJob, notification: BatchNotification, attempt: Attempt): Promise<void> {
+async function record(db: EntityManager, context: JobContext, job: DeliverJob, notifications: BatchNotifications, attempt: Attempt): Promise<void> {
   // Outcomes alone are one statement: no transaction to open and commit around it (two round trips).
   const alone = attempt.invalidations.length === 0 && attempt.retry.length === 0 && !(await announcesFailed(db, context, job, attempt));
   const moved = alone
-    ? await recordIn(db, context, job, notification, attempt)
-    : await db.transactional((tx) => recordIn(tx, context, job, notification, attempt));
+    ? await recordIn(db, context, job, notifications, attempt)
+    : await db.transactional((tx) => recordIn(tx, context, job, notifications, attempt));
   reportRecorded(job, attempt, moved);
 }
 
@@ -473,8 +538,16 @@ function reportRecorded(job: DeliverJob, attempt: Attempt, moved: MovedCount[]):
   deliveriesRetried(job.platform, attempt.retryReasons);
 }
 
+/**
+ * The lane of a batch's retry: its notifications'. The fanout puts only notifications of one lane
+ * in a batch; were they mixed, the highest would keep none of them behind the others.
+ */
+function laneOf(notifications: BatchNotifications): number {
+  return Math.max(...[...notifications.values()].map((notification) => jobPriority(notification.options)));
+}
+
 /** record(), in the caller's transaction (or, for outcomes alone, as one statement); answers what moved. */
-async function recordIn(tx: EntityManager, context: JobContext, job: DeliverJob, notification: BatchNotification, attempt: Attempt): Promise<MovedCount[]> {
+async function recordIn(tx: EntityManager, context: JobContext, job: DeliverJob, notifications: BatchNotifications, attempt: Attempt): Promise<MovedCount[]> {
   const { webhooks } = context;
   const announceFailed = await announcesFailed(tx, context, job, attempt);
   const announceInvalidated = attempt.invalidations.length > 0 && (await webhooks.wants(tx, job.applicationId, 'installation.invalidated'));
@@ -486,17 +559,18 @@ async function recordIn(tx: EntityManager, context: JobContext, job: DeliverJob,
     if (attempt.countAttempt) await countAttempts(tx, attempt.retry);
     await context.boss.send(
       queues.deliver,
-      { ...job, deliveryIds: attempt.retry } satisfies DeliverJob,
-      { startAfter: attempt.retryAfter, ...placement(job.applicationId, jobPriority(notification.options)), db: fromKysely(tx.getKysely()) },
+      { applicationId: job.applicationId, platform: job.platform, deliveryIds: attempt.retry } satisfies DeliverJob,
+      { startAfter: attempt.retryAfter, ...placement(job.applicationId, laneOf(notifications)), db: fromKysely(tx.getKysely()) },
     );
   }
   return moved;
 }
 
-/** A deliver job that failed for good (its retries exhausted): its pushes fail, the notification closes. */
+/** A deliver job that failed for good (its retries exhausted): its pushes fail, its notifications close. */
 export async function failDeliver(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, job: DeliverJob): Promise<void> {
   const { webhooks } = context;
   const db = em.fork();
+  const notificationIds = (await notificationsOfDeliveries(db, job.deliveryIds)).map((notification) => notification.id);
   const results = job.deliveryIds.map((deliveryId): DeliveryResult => ({ deliveryId, state: 'failed', reason: 'internal_error', providerMessageId: null }));
   if (await webhooks.wants(db, job.applicationId, 'delivery.failed')) {
     const moved = await db.transactional(async (tx) => {
@@ -508,15 +582,19 @@ export async function failDeliver(em: EntityManager, context: Pick<JobContext, '
   } else {
     deliveriesEnded(job.platform, (await recordResults(db, results, false)).moved);
   }
-  await completeIfDone(db, context, job);
+  await completeIfDone(db, context, job.applicationId, notificationIds);
 }
 
 /**
  * Run after the batch's outcomes are committed: whichever batch commits last sees no pending
- * delivery and closes the notification; completeNotification makes a concurrent second call a no-op.
- * So a notification's `delivery.failed` webhooks are all stored before its `notification.completed`.
+ * delivery and closes the notification; completeNotifications makes a concurrent second call a
+ * no-op. So a notification's `delivery.failed` webhooks are all stored before its
+ * `notification.completed`.
  */
-async function completeIfDone(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, job: FanoutJob): Promise<void> {
-  const progress = await notificationProgress(em, job.notificationId);
-  if (progress && progress.pending === 0) reportNotificationEnd(context.logger, await complete(em, context.webhooks, job, finalStatus(progress)));
+async function completeIfDone(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, applicationId: string, notificationIds: string[]): Promise<void> {
+  if (notificationIds.length === 0) return;
+  const endings = [...(await notificationProgress(em, notificationIds))]
+    .filter(([, progress]) => progress.pending === 0)
+    .map(([notificationId, progress]) => ({ notificationId, status: finalStatus(progress) }));
+  for (const finished of await complete(em, context.webhooks, applicationId, endings)) reportNotificationEnd(context.logger, finished);
 }

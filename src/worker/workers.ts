@@ -66,11 +66,12 @@ export function fairShare(concurrency: number): { localConcurrency: number; loca
 }
 
 /**
- * Scheduled fanout jobs a worker fetches and runs at once, in one transaction (jobs.ts runFanouts):
- * a thousand small notifications due the same second cost a few statements each instead of a
- * dozen, a transaction, a fetch and a lease.
+ * Scheduled fanout jobs a worker fetches and runs at once (jobs.ts runFanouts, in transactions of a
+ * few thousand users): a transaction costs a handful of statements however many notifications it
+ * holds, so a thousand small notifications due the same second start in four batches instead of a
+ * thousand transactions, fetches and leases.
  */
-const fanoutBatch = 25;
+const fanoutBatch = 250;
 
 /** How often an idle fanout worker looks for scheduled fanouts that have become due. */
 const dueJobWakeMs = 250;
@@ -106,8 +107,8 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
 
   // Scheduled sends: a deferred job sends no NOTIFY when it becomes due, and pg-boss polls at most
   // every 0.5 s (every 2 s while NOTIFY is on). So one idle scheduled-fanout worker fetches every
-  // 250 ms: a scheduled fanout starts within about that of its send_at, and once some are found,
-  // the end of their batch wakes the other worker (fetchAgainAtOnce) for the rest due then.
+  // 250 ms: a scheduled fanout starts within about that of its send_at, and once a full batch is
+  // found, the other worker is woken (fetchAgainAtOnce) for the rest due then.
   const wakeForDueJobs = setInterval(() => {
     const idle = boss
       .getWipData()
@@ -128,7 +129,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const webhookContext: WebhookContext = { ...options.webhooks, boss, logger };
   // Jobs are fetched one at a time, except scheduled fanouts (fanoutBatch): a batch is leased, run
   // and released together, and fails (and is retried) together.
-  const logged = <T extends { notificationId?: string; endpointId?: string }>(queue: string, run: (data: T[]) => Promise<void>) =>
+  const logged = <T extends { notificationId?: string; endpointId?: string; applicationId?: string }>(queue: string, run: (data: T[]) => Promise<void>) =>
     async (jobs: JobWithMetadata<T>[]) => {
       for (const job of jobs) {
         // Waiting counts from when the job was due: a retry's or a deferred job's delay is by design.
@@ -146,8 +147,8 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
         await run(jobs.map((job) => job.data));
       } catch (error) {
         if (!options.outage?.report(error)) {
-          const { notificationId, endpointId } = jobs[0].data;
-          logger.error({ err: error, queue, jobId: jobs[0].id, jobs: jobs.length, notificationId, endpointId }, 'job failed; it will be retried');
+          const { notificationId, endpointId, applicationId } = jobs[0].data;
+          logger.error({ err: error, queue, jobId: jobs[0].id, jobs: jobs.length, notificationId, endpointId, applicationId }, 'job failed; it will be retried');
         }
         throw error;
       } finally {
@@ -157,7 +158,11 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       }
     };
   const fanout = logged<FanoutJob>(queues.fanout, (jobs) => runFanouts(orm.em, context, jobs));
-  const scheduledFanout = logged<FanoutJob>(queues.scheduledFanout, (jobs) => runFanouts(orm.em, context, jobs));
+  const scheduledFanout = logged<FanoutJob>(queues.scheduledFanout, (jobs) => {
+    // A full batch: more may be due, and the other worker need not wait for this one to end.
+    if (jobs.length === fanoutBatch) fetchAgainAtOnce(queues.scheduledFanout);
+    return runFanouts(orm.em, context, jobs);
+  });
   const deliver = logged<DeliverJob>(queues.deliver, ([data]) => runDeliver(orm.em, context, data));
   const webhook = logged<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data));
   const register = async () => {
@@ -177,7 +182,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       await failFanout(orm.em, context, job.data);
     });
     await boss.work<DeliverJob>(queues.deliverFailed, polling, async ([job]) => {
-      logger.error({ notificationId: job.data.notificationId, deliveries: job.data.deliveryIds.length }, 'delivery batch failed for good');
+      logger.error({ applicationId: job.data.applicationId, deliveries: job.data.deliveryIds.length }, 'delivery batch failed for good');
       await failDeliver(orm.em, context, job.data);
     });
     // Webhook requests have workers of their own: a slow endpoint never holds a deliver worker.

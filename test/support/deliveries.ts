@@ -29,8 +29,10 @@ export async function insertDelivery(orm: Orm, delivery: DeliveryInput): Promise
   const id = randomUUID();
   const state = delivery.state ?? 'accepted';
   const em = orm.em.fork();
-  await insertDeliveries(em, delivery.applicationId, delivery.notificationId, [
+  await insertDeliveries(em, [
     {
+      applicationId: delivery.applicationId,
+      notificationId: delivery.notificationId,
       deliveryId: id,
       rowId: delivery.installationRowId as string,
       installationId: delivery.clientInstallationId,

@@ -169,3 +169,21 @@ export const android = (token: string, user: string, extra: Record<string, unkno
   permission: 'authorized',
   ...extra,
 });
+
+export type QueuedJob = { id: string; group_id: string | null; priority: number; started: number; completed: number };
+
+/**
+ * The jobs of a queue that work for these notifications, oldest first: a fanout job names its
+ * notification; a deliver job, its deliveries (which may be of several notifications).
+ */
+export async function jobsOf(pipeline: Pipeline, queue: 'fanout' | 'deliver', notificationIds: string[]): Promise<QueuedJob[]> {
+  return pipeline.harness.orm.em.fork().execute<QueuedJob[]>(
+    `select j.id, j.group_id, j.priority, extract(epoch from j.started_on) * 1000 as started, extract(epoch from j.completed_on) * 1000 as completed
+       from ${pipeline.queueSchema}.job j
+      where j.name = ? and (j.data->>'notificationId' in (?) or exists (
+              select 1 from deliveries d
+               where d.notification_id::text in (?) and d.id::text in (select jsonb_array_elements_text(j.data->'deliveryIds'))))
+      order by j.created_on`,
+    [queue, notificationIds, notificationIds],
+  );
+}
