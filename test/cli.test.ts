@@ -314,3 +314,19 @@ test('herald simulate runs both simulators, says where, and writes the CA to tru
     await new Promise((resolve) => child.once('exit', resolve));
   }
 });
+
+test('a reader that closes the pipe early does not cut a command short: it finishes and exits 0', async () => {
+  const { spawn } = await import('node:child_process');
+  const name = `piped-${Date.now()}`;
+  const child = spawn(process.execPath, ['src/cli/main.ts', 'apps', 'create', '--name', name], {
+    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // As `herald apps create … | head -0` does: the reading end is gone before anything is printed.
+  child.stdout.destroy();
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+  expect(await herald('apps', 'list')).toContain(name);
+});

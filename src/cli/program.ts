@@ -27,6 +27,11 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // A reader that closed the pipe (`herald tokens create … | head -1`) has what it wanted: the rest
+  // of the output is dropped, and the command still finishes, instead of dying on EPIPE mid-way.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE' && error.code !== 'ERR_STREAM_DESTROYED') throw error;
+  });
   let config: Config;
   try {
     config = loadConfig();

@@ -1,0 +1,46 @@
+// The links of openapi.yaml are how a stateful fuzzer (and a reader) goes from one answer to the
+// next request: each must name an operation that exists and parameters that operation has.
+import { loadDocument } from '../src/http/document.ts';
+
+type Parameter = { name?: string; in?: string; $ref?: string };
+type Link = { operationId: string; parameters?: Record<string, string>; requestBody?: unknown };
+type Operation = { operationId: string; parameters?: Parameter[]; responses: Record<string, { links?: Record<string, Link> }> };
+
+const document = loadDocument() as {
+  paths: Record<string, Record<string, Operation | Parameter[]>>;
+  components: { parameters: Record<string, Parameter> };
+};
+
+const operations = new Map<string, { operation: Operation; parameters: Parameter[] }>();
+for (const item of Object.values(document.paths)) {
+  const shared = (item.parameters as Parameter[] | undefined) ?? [];
+  for (const [method, operation] of Object.entries(item)) {
+    if (method === 'parameters') continue;
+    const op = operation as Operation;
+    const resolved = [...shared, ...(op.parameters ?? [])].map((p) => (p.$ref ? document.components.parameters[p.$ref.split('/').pop()!] : p));
+    operations.set(op.operationId, { operation: op, parameters: resolved });
+  }
+}
+
+const links = [...operations.values()].flatMap(({ operation }) =>
+  Object.entries(operation.responses).flatMap(([status, response]) =>
+    Object.entries(response.links ?? {}).map(([name, link]) => ({ from: `${operation.operationId} ${status}`, name, link })),
+  ),
+);
+
+test.each(links.map((entry) => [`${entry.from} → ${entry.name}`, entry]))('%s names an operation and parameters it has', (_, { link }) => {
+  const target = operations.get(link.operationId);
+  expect(target).toBeDefined();
+  for (const key of Object.keys(link.parameters ?? {})) {
+    const [location, name] = key.includes('.') ? key.split('.') : [undefined, key];
+    expect(target!.parameters.some((p) => p.name === name && (location === undefined || p.in === location))).toBe(true);
+  }
+});
+
+test('the lists lead to what a fuzzer needs real ids for', () => {
+  const targets = (operationId: string) =>
+    Object.values(operations.get(operationId)!.operation.responses).flatMap((response) => Object.values(response.links ?? {}).map((link) => link.operationId));
+  expect(targets('listNotifications')).toEqual(expect.arrayContaining(['getNotification', 'listDeliveries', 'getNotificationBreakdown', 'cancelNotification']));
+  expect(targets('sendNotification')).toEqual(expect.arrayContaining(['getNotification', 'listDeliveries', 'getNotificationBreakdown', 'cancelNotification']));
+  expect(targets('listDeliveries')).toEqual(['reportEvent']);
+});
