@@ -316,7 +316,8 @@ async function queueTimes(pool: pg.Pool, schema: string, since: number): Promise
 /**
  * Where the time from a 202 to the first push goes: median milliseconds after the 202 at which the
  * fanout job was picked up and completed, the first deliver job was picked up, its deliveries were
- * claimed (last_attempt_at), and the first push was received. Fanout jobs carry the notification's id.
+ * claimed (last_attempt_at), and the first push was received. Fanout jobs carry the notification's id;
+ * deliver jobs, its deliveries' ids.
  */
 async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: Received): Promise<Record<string, number>> {
   const { rows } = await pool.query<{ id: string; fanout_started: string; fanout_completed: string; deliver_started: string; claimed: string }>(
@@ -324,7 +325,8 @@ async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: R
             (select extract(epoch from j.started_on) * 1000 from "${schema}".job j where j.name = 'fanout' and j.id = n.id)::text as fanout_started,
             (select extract(epoch from j.completed_on) * 1000 from "${schema}".job j where j.name = 'fanout' and j.id = n.id)::text as fanout_completed,
             (select extract(epoch from min(j.started_on)) * 1000 from "${schema}".job j
-              where j.name = 'deliver' and j.data->>'notificationId' = n.id::text)::text as deliver_started,
+              where j.name = 'deliver' and j.data->'deliveryIds' ?| array(
+                select d.id::text from deliveries d where d.notification_id = n.id))::text as deliver_started,
             (select extract(epoch from min(d.last_attempt_at)) * 1000 from deliveries d where d.notification_id = n.id)::text as claimed
        from notifications n where n.id = any($1::uuid[])`,
     [sent.map((notification) => notification.id)],
