@@ -1,19 +1,15 @@
 // Composition of a Herald process: database (given or embedded), ORM, job queue, and the roles
 // it plays (API, worker). Everything opened here is closed by the returned stop().
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
-import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
-import { startEmbeddedPostgres } from '../db/embedded.ts';
-import { migrate, openOrm, type Orm } from '../db/orm.ts';
+import { openDatabase, resolveCredentialsKey, type Database } from './storage.ts';
 import { watchDatabase } from '../db/outage.ts';
 import { ping } from '../db/sql.ts';
 import { tokenCacheMs } from '../domain/applications.ts';
-import { assertCredentialsReadable, credentialsKey, upgradeSealedCredentials } from '../domain/credentials.ts';
+import { assertCredentialsReadable, upgradeSealedCredentials } from '../domain/credentials.ts';
 import { createSendLimiter } from '../http/send-limiter.ts';
 import { createProviderClients, type ProviderClients } from '../worker/clients.ts';
 import { startMaintenance } from '../worker/maintenance.ts';
@@ -28,63 +24,12 @@ import { collectProcessMetrics, observeQueues } from '../observability/metrics.t
 import { operationsListener } from './operations.ts';
 import type { ProviderEndpoints } from '../providers/provider.ts';
 
-/**
- * The key that encrypts provider credentials: HERALD_CREDENTIALS_KEY; on a developer's machine
- * (the embedded database, or pushing to the simulators) a key kept beside the data, created on
- * first use.
- */
-export function resolveCredentialsKey(config: Config, options: { simulated?: boolean } = {}): Buffer | null {
-  const configured = credentialsKey(config.HERALD_CREDENTIALS_KEY);
-  if (configured || (config.DATABASE_URL && !options.simulated)) return configured;
-  const file = path.join(config.dataDir, 'credentials.key');
-  if (!existsSync(file)) {
-    mkdirSync(config.dataDir, { recursive: true });
-    writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600 });
-  }
-  return Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
-}
-
 export function configuredEndpoints(config: Config): ProviderEndpoints {
   return {
     apns: config.HERALD_APNS_ENDPOINT,
     fcm: config.HERALD_FCM_ENDPOINT,
     ca: config.HERALD_PROVIDER_CA_FILE ? readFileSync(config.HERALD_PROVIDER_CA_FILE, 'utf8') : undefined,
   };
-}
-
-export type Database = { orm: Orm; url: string; close(): Promise<void> };
-
-/** How long closing the database waits for connections still held by jobs cut short. */
-const closeWaitMs = 1000;
-
-/** Opens the configured database, or the embedded one when DATABASE_URL is unset, migrated. */
-export async function openDatabase(config: Config, logger: Logger): Promise<Database> {
-  const embedded = config.DATABASE_URL
-    ? null
-    : await startEmbeddedPostgres({
-        dataDir: config.dataDir,
-        port: config.HERALD_EMBEDDED_PG_PORT,
-        logger,
-      });
-  const url = config.DATABASE_URL ?? embedded!.url;
-  try {
-    const orm = await openOrm(url, config.HERALD_DB_POOL_MAX);
-    await migrate(orm);
-    return {
-      orm,
-      url,
-      close: async () => {
-        // A job cut short by the grace period may still hold a connection (a chunk's transaction
-        // waits for its provider's answer): its pushes are handed back, and the connection dies with
-        // the process (or the embedded server), rolling it back. So closing waits for it only briefly.
-        await Promise.race([orm.close(), sleep(closeWaitMs)]);
-        await embedded?.stop();
-      },
-    };
-  } catch (error) {
-    await embedded?.stop();
-    throw error;
-  }
 }
 
 function listen(handler: RequestListener, port: number, host: string): Promise<Server> {

@@ -4,7 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../service/config.ts';
 import { findApplication } from '../../domain/applications.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { openDatabase } from '../../service/service.ts';
+import { openDatabase } from '../../service/storage.ts';
 
 export const out = (line = '') => process.stdout.write(`${line}\n`);
 

@@ -12,7 +12,7 @@ import {
 } from '../../domain/credentials.ts';
 import { credentialsKeyForm, decodeCredentialsKey } from '../../domain/credentials-key.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { resolveCredentialsKey } from '../../service/service.ts';
+import { resolveCredentialsKey } from '../../service/storage.ts';
 import { out, requireApplication, withDatabase } from './common.ts';
 
 async function readStdin(): Promise<string> {

@@ -4,9 +4,6 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../../service/config.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { startService } from '../../service/service.ts';
-import { ensureDemoApplication } from '../demo.ts';
-import { startSimulators } from '../simulate.ts';
 import { out, port } from './common.ts';
 
 type RunOptions = { api: boolean; worker: boolean; demo: boolean; simulate: boolean };
@@ -60,6 +57,12 @@ async function run(config: Config, logger: Logger, options: RunOptions) {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
+  // Loaded here, not at the top: the admin commands beside these need none of the service.
+  const [{ startService }, { ensureDemoApplication }, { startSimulators }] = await Promise.all([
+    import('../../service/service.ts'),
+    import('../demo.ts'),
+    import('../simulate.ts'),
+  ]);
   const simulators = options.simulate
     ? await startSimulators({ keysDir: path.join(config.dataDir, 'simulator') })
     : null;

@@ -3,7 +3,6 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../../service/config.ts';
-import { startSimulators } from '../simulate.ts';
 import { out, port } from './common.ts';
 
 export function addSimulateCommand(program: Command, config: Config): void {
@@ -18,6 +17,7 @@ export function addSimulateCommand(program: Command, config: Config): void {
     .option('--ca-file <path>', 'write the simulators\' CA certificate here (HERALD_PROVIDER_CA_FILE)', path.join(config.dataDir, 'simulator', 'ca.pem'))
     .action(async (options: { host: string; apnsPort: number; fcmPort: number; latency: number; record: boolean; caFile: string }) => {
       const keysDir = path.join(config.dataDir, 'simulator');
+      const { startSimulators } = await import('../simulate.ts');
       const simulators = await startSimulators({
         keysDir,
         host: options.host,

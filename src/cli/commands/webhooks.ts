@@ -19,7 +19,7 @@ import {
 } from '../../domain/webhooks.ts';
 import { webhookDeliveryStateValues } from '../../generated/api.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { resolveCredentialsKey } from '../../service/service.ts';
+import { resolveCredentialsKey } from '../../service/storage.ts';
 import { out, requireApplication, withDatabase } from './common.ts';
 
 function eventList(value: string): string[] {
