@@ -155,32 +155,18 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
       ...fanOut(notification, candidatesOf.get(notification.id) ?? [], platformsOf.get(notification.applicationId)!),
     }));
     await insertDeliveries(tx, fanouts.flatMap((fanout) => fanout.deliveries));
-    // Pending deliveries go to deliver batches by application, lane and platform: many small
-    // notifications share a batch, one large one fills batches of its own. A notification with
-    // nothing to push ends now.
-    const lanes = new Map<string, { applicationId: string; priority: number; platform: Platform; deliveryIds: string[] }>();
-    const nothingToPush = new Map<string, Ending[]>();
-    for (const { notification, deliveries } of fanouts) {
-      const { applicationId } = notification;
-      const pending = deliveries.filter((delivery) => delivery.state === 'pending');
-      if (pending.length === 0) {
-        nothingToPush.set(applicationId, [...(nothingToPush.get(applicationId) ?? []), { notificationId: notification.id, status: 'completed' }]);
-      }
-      const priority = jobPriority(notification.options);
-      for (const { platform, deliveryId } of pending) {
-        const key = `${applicationId}:${priority}:${platform}`;
-        if (!lanes.has(key)) lanes.set(key, { applicationId, priority, platform, deliveryIds: [] });
-        lanes.get(key)!.deliveryIds.push(deliveryId);
-      }
-    }
+    // A notification with nothing to push ends now.
+    const nothingToPush = Map.groupBy(
+      fanouts.filter(({ deliveries }) => !deliveries.some((delivery) => delivery.state === 'pending')),
+      ({ notification }) => notification.applicationId,
+    );
     const finished: FinishedNotification[] = [];
-    for (const [applicationId, endings] of nothingToPush) {
+    for (const [applicationId, ended] of nothingToPush) {
       const announce = await context.webhooks.wants(tx, applicationId, 'notification.completed');
+      const endings = ended.map(({ notification }): Ending => ({ notificationId: notification.id, status: 'completed' }));
       finished.push(...(await completeAndAnnounce(tx, context.webhooks, applicationId, endings, announce)));
     }
-    const deliverJobs = [...lanes.values()].flatMap(({ applicationId, priority, platform, deliveryIds }) =>
-      chunk(deliveryIds, context.batchSize).map((batch) => ({ data: { applicationId, platform, deliveryIds: batch } satisfies DeliverJob, ...placement(applicationId, priority) })),
-    );
+    const deliverJobs = deliverBatches(fanouts, context.batchSize);
     if (deliverJobs.length > 0) await context.boss.insert(queues.deliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
     return { skips: fanouts.map((fanout) => fanout.skips), finished, notStarted: jobs.filter((job) => !started.includes(job.notificationId)) };
   });
@@ -194,6 +180,30 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
   for (const job of fanned.notStarted) {
     if (await isCancelUnfinished(em, job.notificationId)) await endCancelled(em, context, job);
   }
+}
+
+/**
+ * The fanned-out notifications' pending deliveries in deliver batches by application, lane and
+ * platform: many small notifications share a batch, one large one fills batches of its own.
+ */
+function deliverBatches(
+  fanouts: { notification: Notification; deliveries: NewDelivery[] }[],
+  batchSize: number,
+): { data: DeliverJob; priority: number; group: { id: string } }[] {
+  const lanes = new Map<string, { applicationId: string; priority: number; platform: Platform; deliveryIds: string[] }>();
+  for (const { notification, deliveries } of fanouts) {
+    const { applicationId } = notification;
+    const priority = jobPriority(notification.options);
+    for (const { platform, deliveryId, state } of deliveries) {
+      if (state !== 'pending') continue;
+      const key = `${applicationId}:${priority}:${platform}`;
+      if (!lanes.has(key)) lanes.set(key, { applicationId, priority, platform, deliveryIds: [] });
+      lanes.get(key)!.deliveryIds.push(deliveryId);
+    }
+  }
+  return [...lanes.values()].flatMap(({ applicationId, priority, platform, deliveryIds }) =>
+    chunk(deliveryIds, batchSize).map((batch) => ({ data: { applicationId, platform, deliveryIds: batch }, ...placement(applicationId, priority) })),
+  );
 }
 
 /** The platforms whose provider the application has credentials for. */
