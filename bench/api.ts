@@ -678,7 +678,7 @@ async function setUp(adminUrl: string, database: string): Promise<Stage> {
 async function startServers(stage: Stage): Promise<Record<Side, Target>> {
   const heraldPort = await freePort();
   const heraldEnv = heraldEnvironment({ databaseUrl: stage.url, port: heraldPort, dataDir: path.join(stage.tmp, 'herald'), ...stage.sims, credentialsKey: stage.credentialsKey });
-  for (const name of ['HERALD_WORKER_CONCURRENCY', 'HERALD_DB_POOL_MAX']) {
+  for (const name of ['HERALD_WORKER_CONCURRENCY', 'HERALD_DB_POOL_MAX', 'HERALD_WORKER_NICE']) {
     if (env[name]) heraldEnv[name] = env[name];
   }
   if (env.BENCH_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.BENCH_HERALD_NODE_OPTIONS;

@@ -253,6 +253,19 @@ test('herald work with the metrics and health ports the same: one listener answe
   expect((await fetch(`${base}/api/v1/notifications`)).status).toBe(404);
 }, 30_000);
 
+test('herald work with HERALD_WORKER_NICE runs its workers at that scheduling priority; serve keeps the default', async () => {
+  const niceOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[16]);
+  const port = await freePort();
+  const worker = await startHerald(['work'], { ...env, HERALD_WORKER_NICE: '10', HERALD_WORKER_HEALTH_PORT: String(port) }, (line) =>
+    line.includes('"msg":"workers started"'),
+  );
+  processes.push(worker);
+  expect(niceOf(worker.child.pid!)).toBe(10);
+  const api = await startHerald(['serve'], { ...env, HERALD_WORKER_NICE: '10' });
+  processes.push(api);
+  expect(niceOf(api.child.pid!)).toBe(0);
+}, 30_000);
+
 test('a delivery reason outside the known set is one label value', () => {
   expect(reasonLabel('Unregistered')).toBe('Unregistered');
   expect(reasonLabel('messaging/registration-token-not-registered')).toBe('messaging/registration-token-not-registered');

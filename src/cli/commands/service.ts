@@ -1,5 +1,5 @@
 // `herald start|serve|work`: the service in this process, until a signal shuts it down.
-import { constants as osConstants } from 'node:os';
+import { constants as osConstants, setPriority } from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../../service/config.ts';
@@ -41,7 +41,11 @@ export function addServiceCommands(program: Command, config: Config, logger: Log
   program
     .command('work')
     .description('run the fanout workers only')
-    .action(async () => run(config, logger, { api: false, worker: true, demo: false, simulate: false }));
+    .action(async () => {
+      // Its main thread, where the workers' JavaScript runs (Linux: nice is per thread).
+      if (config.HERALD_WORKER_NICE > 0) setPriority(0, config.HERALD_WORKER_NICE);
+      await run(config, logger, { api: false, worker: true, demo: false, simulate: false });
+    });
 }
 
 async function run(config: Config, logger: Logger, options: RunOptions) {
