@@ -2,7 +2,7 @@
 // end whatever happens, `herald start` (its own process, the production defaults) pushing to the
 // simulators (their own process), BENCH_NOTIFICATIONS users with an iOS and an Android installation
 // each:
-//   burst (the ceiling): that many notifications, one user each, sent at once without send_at: how
+//   burst (for comparison): that many notifications, one user each, sent at once without send_at: how
 //     fast the workers start fanouts that are all due, measured as notifications started per second;
 //   scheduled: as many, all with the same `options.send_at` a whole second BENCH_LEAD_SECONDS ahead
 //     (sent before it): how long after that second each one started (processing_started_at), pushed
@@ -157,7 +157,7 @@ async function run(): Promise<number> {
   const burstStartMs = Math.max(...burstTimes.map((t) => t.startedAt)) - sentAt;
   const burstRate = settings.notifications / (burstStartMs / 1000);
   log(
-    `burst (ceiling): ${integer(settings.notifications)} sent at once in ${seconds(sendingMs)}, all started ${seconds(burstStartMs)} after ` +
+    `burst (the same sent at once, without send_at): ${integer(settings.notifications)} sent at once in ${seconds(sendingMs)}, all started ${seconds(burstStartMs)} after ` +
       `the first send: ${integer(burstRate)} fanouts started/s`,
   );
   await resetSimulators(stage.sims);
@@ -179,7 +179,7 @@ async function run(): Promise<number> {
   log(`  started after send_at:    ${spread(started)}   (target: worst ≤ ${settings.targetStartSeconds} s: ${worst <= settings.targetStartSeconds * 1000 ? 'met' : 'missed'})`);
   log(`  first push after send_at: ${spread(pushed)}`);
   log(`  ended after send_at:      ${spread(ended)}`);
-  log(`  started ${integer(scheduledRate)}/s from send_at: ${fixed(scheduledRate / burstRate, 2)} of the burst's rate`);
+  log(`  started ${integer(scheduledRate)}/s from send_at: ${fixed(scheduledRate / burstRate, 2)} × the burst's rate`);
   return 0;
 }
 
