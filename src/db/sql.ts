@@ -646,10 +646,14 @@ export async function skipPendingAsCancelled(db: Db, notificationId: string): Pr
   );
 }
 
-/** Whether the notification was cancelled and the cancel not finished (domain/cancellation.ts). */
-export async function isCancelUnfinished(db: Db, notificationId: string): Promise<boolean> {
-  const found = await rows(db, sql`select 1 from notifications where id = ${notificationId} and status = 'cancelled' and completed_at is null`);
-  return found.length > 0;
+/** Those of the notifications that were cancelled and whose cancel is not finished (domain/cancellation.ts). */
+export async function unfinishedCancels(db: Db, notificationIds: string[]): Promise<string[]> {
+  if (notificationIds.length === 0) return [];
+  const found = await rows(
+    db,
+    sql<{ id: string }>`select id from notifications where id = any(${notificationIds}::uuid[]) and status = 'cancelled' and completed_at is null`,
+  );
+  return found.map((row) => row.id);
 }
 
 export type Progress = { pending: number; accepted: number; failed: number };

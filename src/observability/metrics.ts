@@ -10,11 +10,14 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 
 export const registry = new Registry();
 
+/** Seconds, for one HTTP request or one provider round trip: 5 ms to 10 s. */
+const requestBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
 const http = new Histogram({
   name: 'herald_http_request_duration_seconds',
   help: 'API requests by route (the document path template; "unmatched" for any other path), method and status',
   labelNames: ['route', 'method', 'status'] as const,
-  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  buckets: requestBuckets,
   registers: [registry],
 });
 
@@ -50,7 +53,7 @@ const providerRequests = new Histogram({
   name: 'herald_provider_request_duration_seconds',
   help: 'One round trip of a chunk of pushes (HERALD_DELIVER_CHUNK_SIZE) to APNs or FCM, by platform; a send past HERALD_PROVIDER_DEADLINE_SECONDS is observed at the deadline',
   labelNames: ['platform'] as const,
-  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  buckets: requestBuckets,
   registers: [registry],
 });
 

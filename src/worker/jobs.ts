@@ -39,7 +39,6 @@ import {
   countAttempts,
   completeNotifications,
   holdUncancelled,
-  isCancelUnfinished,
   insertDeliveries,
   invalidateInstallations,
   markCredentialHealthy,
@@ -59,6 +58,7 @@ import {
   type MovedCount,
   type NewDelivery,
   type NotificationRow,
+  unfinishedCancels,
 } from '../db/sql.ts';
 
 /**
@@ -146,13 +146,10 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
     const localized = notifications.some((notification) => Object.keys(notification.localizations ?? {}).length > 0);
     const candidates = started.length === 0 ? [] : await targetInstallations(tx, started, localized);
     const candidatesOf = Map.groupBy(candidates, (candidate) => candidate.notificationId);
-    const platformsOf = new Map<string, Set<string>>();
-    for (const { applicationId } of notifications) {
-      if (!platformsOf.has(applicationId)) platformsOf.set(applicationId, await platformsWithCredentials(tx, applicationId));
-    }
+    const platformsOf = await platformsWithCredentials(tx, [...new Set(notifications.map((notification) => notification.applicationId))]);
     const fanouts = notifications.map((notification) => ({
       notification,
-      ...fanOut(notification, candidatesOf.get(notification.id) ?? [], platformsOf.get(notification.applicationId)!),
+      ...fanOut(notification, candidatesOf.get(notification.id) ?? [], platformsOf.get(notification.applicationId) ?? new Set()),
     }));
     await insertDeliveries(tx, fanouts.flatMap((fanout) => fanout.deliveries));
     // A notification with nothing to push ends now.
@@ -168,7 +165,8 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
     }
     const deliverJobs = deliverBatches(fanouts, context.batchSize);
     if (deliverJobs.length > 0) await context.boss.insert(queues.deliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
-    return { skips: fanouts.map((fanout) => fanout.skips), finished, notStarted: jobs.filter((job) => !started.includes(job.notificationId)) };
+    const notStarted = jobs.filter((job) => !started.includes(job.notificationId));
+    return { skips: fanouts.map((fanout) => fanout.skips), finished, notStarted };
   });
   // Counted once committed: a fanout that rolled back did none of it.
   for (const skips of fanned.skips) {
@@ -177,9 +175,8 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
   }
   for (const ended of fanned.finished) reportNotificationEnd(context.logger, ended);
   // Not queued any more: fanned out before, or cancelled (perhaps by a cancel cut short).
-  for (const job of fanned.notStarted) {
-    if (await isCancelUnfinished(em, job.notificationId)) await endCancelled(em, context, job);
-  }
+  const unfinished = await unfinishedCancels(em.fork(), fanned.notStarted.map((job) => job.notificationId));
+  for (const job of fanned.notStarted.filter((job) => unfinished.includes(job.notificationId))) await endCancelled(em, context, job);
 }
 
 /**
@@ -206,15 +203,16 @@ function deliverBatches(
   );
 }
 
-/** The platforms whose provider the application has credentials for. */
-async function platformsWithCredentials(tx: EntityManager, applicationId: string): Promise<Set<string>> {
-  const credentials = await tx.find(ProviderCredential, { applicationId }, { fields: ['provider'] });
-  const providers = new Set<string>(credentials.map((credential) => credential.provider));
-  return new Set(
-    Object.entries(providerOf)
-      .filter(([, provider]) => providers.has(provider))
-      .map(([platform]) => platform),
-  );
+/** For each application, the platforms whose provider it has credentials for (none: absent). */
+async function platformsWithCredentials(tx: EntityManager, applicationIds: string[]): Promise<Map<string, Set<string>>> {
+  const credentials = await tx.find(ProviderCredential, { applicationId: { $in: applicationIds } }, { fields: ['applicationId', 'provider'] });
+  const platformsOf = new Map<string, Set<string>>();
+  for (const { applicationId, provider } of credentials) {
+    const platforms = platformsOf.get(applicationId) ?? new Set<string>();
+    platformsOf.set(applicationId, platforms);
+    for (const [platform, itsProvider] of Object.entries(providerOf)) if (itsProvider === provider) platforms.add(platform);
+  }
+  return platformsOf;
 }
 
 /** One notification's fanout, without I/O: its deliveries to write. */

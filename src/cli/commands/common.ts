@@ -4,7 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../service/config.ts';
 import { findApplication } from '../../domain/applications.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { openDatabase } from '../../service/storage.ts';
+import { openDatabase, resolveCredentialsKey } from '../../service/storage.ts';
 
 export const out = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -26,4 +26,11 @@ export async function withDatabase<T>(config: Config, logger: Logger, work: (em:
   } finally {
     await database.close();
   }
+}
+
+/** The credentials key, or an error that says what it protects (`what`: "provider credentials"). */
+export function requireCredentialsKey(config: Config, what: string): Buffer {
+  const key = resolveCredentialsKey(config);
+  if (!key) throw new Error(`HERALD_CREDENTIALS_KEY is not set: it encrypts ${what} at rest.`);
+  return key;
 }

@@ -12,8 +12,7 @@ import {
 } from '../../domain/credentials.ts';
 import { credentialsKeyForm, decodeCredentialsKey } from '../../domain/credentials-key.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { resolveCredentialsKey } from '../../service/storage.ts';
-import { out, requireApplication, withDatabase } from './common.ts';
+import { out, requireApplication, requireCredentialsKey, withDatabase } from './common.ts';
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -23,11 +22,7 @@ async function readStdin(): Promise<string> {
 
 export function addCredentialsCommands(program: Command, config: Config, logger: Logger): void {
   const credentials = program.command('credentials').description("manage an application's APNs and FCM credentials");
-  const keyFor = () => {
-    const key = resolveCredentialsKey(config);
-    if (!key) throw new Error('HERALD_CREDENTIALS_KEY is not set: it encrypts provider credentials at rest.');
-    return key;
-  };
+  const keyFor = () => requireCredentialsKey(config, 'provider credentials');
   credentials
     .command('set-apns')
     .description('store APNs token-auth credentials (.p8 key) for an application')

@@ -19,8 +19,7 @@ import {
 } from '../../domain/webhooks.ts';
 import { webhookDeliveryStateValues } from '../../generated/api.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { resolveCredentialsKey } from '../../service/storage.ts';
-import { out, requireApplication, withDatabase } from './common.ts';
+import { out, requireApplication, requireCredentialsKey, withDatabase } from './common.ts';
 
 function eventList(value: string): string[] {
   const list = value.split(/[\s,]+/).filter(Boolean);
@@ -64,14 +63,11 @@ function describeEndpoint(endpoint: WebhookEndpoint): string {
 
 export function addWebhooksCommands(program: Command, config: Config, logger: Logger): void {
   const webhooks = program.command('webhooks').description("manage an application's webhook endpoints and read their delivery log");
-  const keyFor = () => {
-    const key = resolveCredentialsKey(config);
-    if (!key) throw new Error('HERALD_CREDENTIALS_KEY is not set: it encrypts webhook signing secrets at rest.');
-    return key;
-  };
+  const keyFor = () => requireCredentialsKey(config, 'webhook signing secrets');
+  const noEndpoint = (id: string) => new Error(`No webhook endpoint ${id}.`);
   const requireEndpoint = async (em: Parameters<typeof findWebhookEndpoint>[0], id: string) => {
     const endpoint = await findWebhookEndpoint(em, id);
-    if (!endpoint) throw new Error(`No webhook endpoint ${id}.`);
+    if (!endpoint) throw noEndpoint(id);
     return endpoint;
   };
 
@@ -110,7 +106,7 @@ export function addWebhooksCommands(program: Command, config: Config, logger: Lo
     .argument('<id>', 'endpoint id')
     .action(async (id: string) => {
       const removed = await withDatabase(config, logger, (em) => removeWebhookEndpoint(em, id));
-      if (!removed) throw new Error(`No webhook endpoint ${id}.`);
+      if (!removed) throw noEndpoint(id);
       out(`Removed webhook endpoint ${id}.`);
     });
 
@@ -127,7 +123,7 @@ export function addWebhooksCommands(program: Command, config: Config, logger: Lo
     .action(async (id: string, options: { keepPrevious: number }) => {
       const key = keyFor();
       const rotated = await withDatabase(config, logger, (em) => rotateWebhookSecret(em, id, key, options.keepPrevious));
-      if (!rotated) throw new Error(`No webhook endpoint ${id}.`);
+      if (!rotated) throw noEndpoint(id);
       out(`New signing secret of webhook endpoint ${id}, shown this once:`);
       out(rotated.secret);
       out(
@@ -143,7 +139,7 @@ export function addWebhooksCommands(program: Command, config: Config, logger: Lo
     .argument('<id>', 'endpoint id')
     .action(async (id: string) => {
       const endpoint = await withDatabase(config, logger, (em) => enableWebhookEndpoint(em, id));
-      if (!endpoint) throw new Error(`No webhook endpoint ${id}.`);
+      if (!endpoint) throw noEndpoint(id);
       out(`Enabled webhook endpoint ${id}.`);
     });
 
