@@ -93,6 +93,27 @@ describe('scheduled sends', () => {
     expect(users.map((user) => pushesTo(`fcm-sched-${user}`))).toEqual(users.map(() => 1));
   });
 
+  test('a batch mixing applications fans each out with its own credentials and in its own deliver batches', async () => {
+    const both = await pipeline.newApplication();
+    const iosOnly = await pipeline.newApplication({ apns: true, fcm: false });
+    for (const app of [both, iosOnly]) {
+      await app.register(`mix-${app.id}-ios`, ios(`sched-mix-ios-${app.id}`, 'mo'));
+      await app.register(`mix-${app.id}-android`, android(`fcm-sched-mix-${app.id}`, 'mo'));
+    }
+    const sendAt = inSeconds(2);
+    const [fromBoth, fromIosOnly] = await Promise.all([both, iosOnly].map((app) => app.send(scheduled('mo', sendAt))));
+    const [doneBoth, doneIosOnly] = await Promise.all([both.settled(fromBoth, 10_000), iosOnly.settled(fromIosOnly, 10_000)]);
+    // Fanned out together (one transaction's start), each with its own application's credentials.
+    expect(doneBoth.processing_started_at).toBe(doneIosOnly.processing_started_at);
+    expect(doneBoth.statistics).toMatchObject({ accepted: 2, skipped: 0 });
+    expect(doneIosOnly.statistics).toMatchObject({ accepted: 1, skipped: 1 });
+    expect((await iosOnly.deliveries(fromIosOnly, { state: 'skipped' })).map((row) => row.reason)).toEqual(['no_credentials']);
+    // No deliver batch holds deliveries of both applications: each is in its application's group.
+    for (const [app, id] of [[both, fromBoth], [iosOnly, fromIosOnly]] as const) {
+      expect(new Set((await jobsOf(pipeline, 'deliver', [id])).map((job) => job.group_id))).toEqual(new Set([app.id]));
+    }
+  });
+
   test('a batch of large notifications is fanned out in transactions of at most 5,000 users', async () => {
     const app = await pipeline.newApplication();
     const sendAt = inSeconds(2);
