@@ -320,18 +320,27 @@ export type ClaimedDelivery = {
   locale: string | null;
 };
 
+/** What a deliver batch reads of a notification: what is pushed and until when, not its recipients. */
+export type PushedNotification = Pick<
+  NotificationRow,
+  'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options' | 'createdAt' | 'scheduledFor'
+>;
+
 /**
  * The notifications a deliver batch pushes (one or many: a batch of scheduled sends puts many
- * small notifications in one batch), as their views show them, read through the deliveries.
+ * small notifications in one batch), read through the deliveries. Not `user_ids` (up to 500 ids a
+ * row, read for nothing) nor the counters.
  */
-export async function notificationsOfDeliveries(db: Db, deliveryIds: string[]): Promise<NotificationRow[]> {
+export async function notificationsOfDeliveries(db: Db, deliveryIds: string[]): Promise<PushedNotification[]> {
   const found = await rows(
     db,
-    sql<NotificationRow>`
-      select ${notificationColumns} from notifications
+    sql<PushedNotification>`
+      select id, title, body, image_url as "imageUrl", action_url as "actionUrl", localizations, data, options,
+             created_at as "createdAt", scheduled_for as "scheduledFor"
+        from notifications
        where id in (select notification_id from deliveries where id = any(${deliveryIds}::uuid[]))`,
   );
-  return found.map(notificationRow);
+  return found.map((row) => ({ ...row, createdAt: asDate(row.createdAt), scheduledFor: row.scheduledFor && asDate(row.scheduledFor) }));
 }
 
 /**

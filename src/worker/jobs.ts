@@ -57,7 +57,7 @@ import {
   type Invalidation,
   type MovedCount,
   type NewDelivery,
-  type NotificationRow,
+  type PushedNotification,
   unfinishedCancels,
 } from '../db/sql.ts';
 
@@ -142,7 +142,9 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
   const fanned = await em.fork().transactional(async (tx) => {
     // Everything below commits together: a re-run after a crash either sees it all or redoes it all.
     const started = await startProcessing(tx, jobs.map((job) => job.notificationId));
-    const notifications = started.length === 0 ? [] : await tx.find(Notification, { id: { $in: started } });
+    // Read only, and without the recipients (FannedNotification).
+    const notifications =
+      started.length === 0 ? [] : await tx.find(Notification, { id: { $in: started } }, { exclude: ['userIds'], disableIdentityMap: true });
     const localized = notifications.some((notification) => Object.keys(notification.localizations ?? {}).length > 0);
     const candidates = started.length === 0 ? [] : await targetInstallations(tx, started, localized);
     const candidatesOf = Map.groupBy(candidates, (candidate) => candidate.notificationId);
@@ -184,7 +186,7 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
  * platform: many small notifications share a batch, one large one fills batches of its own.
  */
 function deliverBatches(
-  fanouts: { notification: Notification; deliveries: NewDelivery[] }[],
+  fanouts: { notification: FannedNotification; deliveries: NewDelivery[] }[],
   batchSize: number,
 ): { data: DeliverJob; priority: number; group: { id: string } }[] {
   const lanes = new Map<string, { applicationId: string; priority: number; platform: Platform; deliveryIds: string[] }>();
@@ -215,9 +217,15 @@ async function platformsWithCredentials(tx: EntityManager, applicationIds: strin
   return platformsOf;
 }
 
+/** A notification as the fanout reads it: without its recipients, resolved in SQL. */
+type FannedNotification = Pick<
+  Notification,
+  'id' | 'applicationId' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options'
+>;
+
 /** One notification's fanout, without I/O: its deliveries to write. */
 function fanOut(
-  notification: Notification,
+  notification: FannedNotification,
   candidates: Candidate[],
   withCredentials: ReadonlySet<string>,
 ): { deliveries: NewDelivery[]; skips: Map<string, MovedCount[]> } {
@@ -301,7 +309,7 @@ async function completeAndAnnounce(
 }
 
 /** What a deliver job reads of its notifications: what is pushed and until when (not their recipients). */
-type BatchNotifications = ReadonlyMap<string, NotificationRow>;
+type BatchNotifications = ReadonlyMap<string, PushedNotification>;
 
 /** What an attempt left to record; `countAttempt`: whether recording it counts the attempt (claimPending). */
 type Attempt = {
