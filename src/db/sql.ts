@@ -1140,25 +1140,21 @@ export async function markCredentialUnreachable(db: Db, credentialId: string): P
 // Retention
 
 /**
- * The oldest finished notifications past the horizon (at most `reading`), as many as make about a
- * batch of deliveries: a notification has about one delivery per target user's installation, so
- * they are taken until their target users add up to a batch (at least one). The deliveries of one
- * pick then take a few statements, none of which walks back over the index entries of many
- * notifications already emptied. The created_at index gives them in order.
+ * The notifications that ended longest ago, before the horizon (at most `reading`), as many as make
+ * about a batch of deliveries: a notification has about one delivery per target user's
+ * installation, so they are taken until their target users add up to a batch (at least one). The
+ * deliveries of one pick then take a few statements, none of which walks back over the index
+ * entries of many notifications already emptied. The completed_at index gives them in order.
  */
-export async function pickExpired(
-  db: Db,
-  options: { retentionDays: number; finishedStatuses: readonly string[]; batchSize: number; reading: number },
-): Promise<string[]> {
+export async function pickExpired(db: Db, options: { retentionDays: number; batchSize: number; reading: number }): Promise<string[]> {
   const picked = await rows(
     db,
     sql<{ id: string }>`
       select id from (
-        select id, sum(cardinality(user_ids)) over (order by created_at rows unbounded preceding) - cardinality(user_ids) as before
+        select id, sum(cardinality(user_ids)) over (order by completed_at rows unbounded preceding) - cardinality(user_ids) as before
           from notifications
-         where created_at < now() - make_interval(days => ${options.retentionDays})
-           and status in (${sql.join(options.finishedStatuses)})
-         order by created_at
+         where completed_at < now() - make_interval(days => ${options.retentionDays})
+         order by completed_at
          limit ${options.reading}
       ) picked
       where before < ${options.batchSize}`,

@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { conflict, notFound, validationFailed } from './errors.ts';
 import { isUuid } from './ids.ts';
+import { dateTimeRange, instantOf } from './date-times.ts';
 import { findEvent, reportEvent, type EventRow, type FirstSeen } from '../db/sql.ts';
 import { eventReported, type WebhookOutbox } from './webhook-outbox.ts';
 
@@ -50,10 +51,9 @@ async function record(
   request: EventRequest,
   announce?: (event: EventView, notificationId: string, userId: string | null) => Promise<void>,
 ): Promise<{ event: EventView; created: boolean }> {
-  const occurredAt = new Date(request.occurred_at);
-  // date-time admits values a Date or Postgres cannot hold (a leap second, year 0).
-  if (Number.isNaN(occurredAt.getTime()) || occurredAt.getUTCFullYear() < 1) {
-    throw validationFailed({ occurred_at: ['The occurred_at field must be a valid date-time.'] });
+  const occurredAt = instantOf(request.occurred_at);
+  if (occurredAt === undefined) {
+    throw validationFailed({ occurred_at: [`The occurred_at field must be a date-time from ${dateTimeRange}.`] });
   }
   if (!isUuid(request.delivery_id)) throw notFound();
   const eventId = request.event_id.toLowerCase();

@@ -22,6 +22,7 @@ import {
 import type { Logger } from '../logging/logger.ts';
 import { notificationFinished } from '../observability/metrics.ts';
 import { isUuid } from './ids.ts';
+import { dateTimeRange, instantOf } from './date-times.ts';
 import { payloadProblems, pushContent } from './payloads.ts';
 
 type Schemas = components['schemas'];
@@ -35,8 +36,6 @@ export type FanoutJob = { notificationId: string; applicationId: string };
  */
 export type EnqueueFanout = (tx: EntityManager, job: FanoutJob, when: { priority: number; startAfter: Date | null }) => Promise<void>;
 
-/** How far ahead `options.send_at` may schedule a send. */
-export const maxScheduleDays = 30;
 
 /** How long an Idempotency-Key protects against a duplicate send. */
 export const idempotencyWindowHours = 24;
@@ -58,16 +57,15 @@ export function sendRuleViolations(request: SendRequest): FieldErrors {
   if (tags.length > 0 && !title && !body) {
     return { 'notification.localizations': [localizationsWithoutDefaultMessage] };
   }
-  return Object.assign(sameTagProblems(tags), sendAtProblems(request, new Date()), payloadProblems(request));
+  return Object.assign(sameTagProblems(tags), sendAtProblems(request), payloadProblems(request));
 }
 
-function sendAtProblems(request: SendRequest, now: Date): FieldErrors {
+function sendAtProblems(request: SendRequest): FieldErrors {
   const sendAt = request.options?.send_at;
   if (sendAt === undefined) return {};
-  const ahead = Date.parse(sendAt) - now.getTime();
-  if (ahead <= maxScheduleDays * 86_400_000) return {};
-  const days = (ahead / 86_400_000).toFixed(1);
-  return { 'options.send_at': [`options.send_at may be at most ${maxScheduleDays} days ahead: ${sendAt} is ${days} days ahead.`] };
+  // Any time ahead (a reminder a year away is a real use), as long as scheduled_for can be written back.
+  if (instantOf(sendAt) !== undefined || Date.parse(sendAt) < Date.now()) return {};
+  return { 'options.send_at': [`The options.send_at field must be a date-time from ${dateTimeRange}: ${sendAt} is not.`] };
 }
 
 /** When a send is scheduled for: its `options.send_at` when that is still ahead, else null (now). */

@@ -1,14 +1,14 @@
-// Retention: finished notifications older than the horizon are deleted with what hangs on them
-// (deliveries, their events, the notification's idempotency key), and expired idempotency keys and
-// webhook events (with their finished deliveries) go too. A batch at a time: each statement is its own short transaction that deletes at most
+// Retention: notifications that ended (completed, partial, failed, or cancelled and finished: their
+// completed_at is set, nothing is pending, no push will be made) longer ago than the horizon are
+// deleted with what hangs on them (deliveries, their events, the notification's idempotency key),
+// and expired idempotency keys and webhook events (with their finished deliveries) go too. Counted
+// from the end, not the creation: a send scheduled months ahead keeps its statistics as long as
+// one sent at once. A batch at a time: each statement is its own short transaction that deletes at most
 // `batchSize` rows, so no row lock a send or an event could wait on is held for long, and a run
 // stops at its time budget; the next run carries on where it stopped.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { deleteDeliveriesOf, deleteExpiredWebhookDeliveries, deleteExpiredWebhookEvents, deleteNotifications, pickExpired } from '../db/sql.ts';
 import { deleteExpiredIdempotencyKeys } from './notifications.ts';
-
-/** Statuses a notification never leaves: nothing is pending, nothing will be written to it again. */
-export const finishedStatuses = ['completed', 'partial', 'failed'] as const;
 
 export type RetentionOptions = {
   retentionDays: number;
@@ -79,7 +79,6 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
     if (!inTime()) return removed;
     const ids = await pickExpired(em, {
       retentionDays: options.retentionDays,
-      finishedStatuses,
       batchSize: options.batchSize,
       reading: Math.min(reading, options.batchSize),
     });

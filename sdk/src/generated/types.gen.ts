@@ -281,8 +281,8 @@ export type NotificationActionUrl = string | null;
  */
 export type NotificationOptions = {
     /**
-     * (1.1.0) When to send: an RFC 3339 date-time with its offset, at most 30 days ahead
-     * (422 `options.send_at` beyond). Absent or not in the future: now. Until then the
+     * (1.1.0) When to send: an RFC 3339 date-time with its offset, any time ahead (up to
+     * 9999-12-31T23:59:59.999Z in UTC). Absent or not in the future: now. Until then the
      * notification is `queued` with `scheduled_for` set, and can be cancelled; its fanout
      * is queued with it, in the same transaction, so a restart neither loses nor doubles
      * it. `ttl` counts from this time.
@@ -1340,7 +1340,8 @@ export type SendNotificationErrors = {
      * localization's tag is not a BCP 47 language tag or repeats another in other letter
      * case, there are more than 50 localizations, or there are localizations without a
      * default title or body (`errors["notification.localizations"]`), or `options.send_at`
-     * is more than 30 days ahead.
+     * is after 9999-12-31T23:59:59.999Z in UTC (a date-time of the last day with a negative
+     * offset, which no date-time could write back).
      * Takes nothing from the send quota, and announces it.
      *
      */
