@@ -33,7 +33,7 @@
 //   BENCH_PREFILL_DELIVERIES     --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS    NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                   also write the figures to this file
-//   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
+//   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DELIVER_CHUNK_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -437,7 +437,7 @@ type Stage = Setup & {
 async function startHerald(setup: Setup): Promise<Stage> {
   const port = await freePort();
   const heraldEnv = heraldEnvironment({ databaseUrl: setup.url, port, dataDir: path.join(setup.tmp, 'herald'), ...setup.sims, credentialsKey: setup.credentialsKey });
-  for (const name of ['HERALD_WORKER_CONCURRENCY', 'HERALD_DELIVER_BATCH_SIZE', 'HERALD_DB_POOL_MAX']) {
+  for (const name of ['HERALD_WORKER_CONCURRENCY', 'HERALD_DELIVER_BATCH_SIZE', 'HERALD_DELIVER_CHUNK_SIZE', 'HERALD_DB_POOL_MAX']) {
     if (env[name]) heraldEnv[name] = env[name];
   }
   if (env.BENCH_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.BENCH_HERALD_NODE_OPTIONS;
@@ -447,7 +447,7 @@ async function startHerald(setup: Setup): Promise<Stage> {
   await waitForHttp(`http://127.0.0.1:${port}/readyz`, 60_000, () => !server.exited());
   log(
     `herald: process ${server.pid} on port ${port}; worker concurrency ${heraldConfig.HERALD_WORKER_CONCURRENCY}, ` +
-      `deliver batch ${heraldConfig.HERALD_DELIVER_BATCH_SIZE}, db pool ${heraldConfig.HERALD_DB_POOL_MAX}` +
+      `deliver batch ${heraldConfig.HERALD_DELIVER_BATCH_SIZE}, chunk ${heraldConfig.HERALD_DELIVER_CHUNK_SIZE}, db pool ${heraldConfig.HERALD_DB_POOL_MAX}` +
       (env.BENCH_HERALD_NODE_OPTIONS ? `, NODE_OPTIONS ${env.BENCH_HERALD_NODE_OPTIONS}` : ''),
   );
 
@@ -554,13 +554,15 @@ async function alternateRounds(stage: Stage, stamp: string): Promise<Round[]> {
     const before = cpuSnapshot(server.pid, sims.process.pid);
     const ceilingStarted = performance.now();
     const ceilingRate = await ceiling.run();
-    const ceilingOthers = coresUsed(before, cpuSnapshot(server.pid, sims.process.pid), (performance.now() - ceilingStarted) / 1000).others;
+    const ceilingCores = coresUsed(before, cpuSnapshot(server.pid, sims.process.pid), (performance.now() - ceilingStarted) / 1000);
+    const ceilingOthers = ceilingCores.others;
     const result = await loadRound(stage, round, stamp);
     rounds.push({ ...result, ceiling: ceilingRate, ceilingOthers, ratio: result.rate / ceilingRate, rssKb: statusKb(server.pid, 'VmRSS') });
     log(
       `round ${round + 1}: (a) ${integer(ceilingRate)} pushes/s, (b) ${integer(result.rate)} deliveries/s, ratio ${fixed(result.rate / ceilingRate, 2)}; ` +
+        `(a) CPU cores: adapters (this process) ${fixed(ceilingCores.bench, 2)}, simulators ${fixed(ceilingCores.simulators, 2)}, other processes ${fixed(ceilingOthers, 2)}; ` +
         `(b) CPU cores: Herald ${fixed(result.cores.herald, 2)}, Postgres ${fixed(result.cores.postgres, 2)}, ` +
-        `simulators ${fixed(result.cores.simulators, 2)}, other processes ${fixed(result.cores.others, 2)} (during (a) ${fixed(ceilingOthers, 2)})`,
+        `simulators ${fixed(result.cores.simulators, 2)}, other processes ${fixed(result.cores.others, 2)}`,
     );
   }
   await ceiling.close();

@@ -58,7 +58,7 @@ const schema = z.object({
   HERALD_PROVIDER_DEADLINE_SECONDS: z.coerce.number().min(1).max(100).default(5),
   // Pushes sent per provider round trip within a deliver job; each round's outcomes are recorded
   // before the next is sent, so a crash re-sends at most this many pushes per job in flight.
-  HERALD_DELIVER_CHUNK_SIZE: z.coerce.number().int().min(1).max(5000).default(100),
+  HERALD_DELIVER_CHUNK_SIZE: z.coerce.number().int().min(1).max(5000).default(250),
   // Pushes per deliver job (one provider round trip set).
   HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
   // Finished notifications older than this, with their deliveries, events and keys, are deleted.
