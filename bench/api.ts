@@ -44,6 +44,7 @@
 //   BENCH_HERALD_NODE_OPTIONS     NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                    also write the figures to this file
 //   HERALD_DB_POOL_MAX, HERALD_WORKER_CONCURRENCY: passed on to Herald (the pool size to the ceiling too)
+//   HERALD_WORKER_NICE            the workers' niceness (10 when split, as docker-compose.yml sets it; 0 for one `herald start`)
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -678,12 +679,14 @@ async function setUp(adminUrl: string, database: string): Promise<Stage> {
 async function startServers(stage: Stage): Promise<Record<Side, Target>> {
   const heraldPort = await freePort();
   const heraldEnv = heraldEnvironment({ databaseUrl: stage.url, port: heraldPort, dataDir: path.join(stage.tmp, 'herald'), ...stage.sims, credentialsKey: stage.credentialsKey });
+  const split = settings.processes === 'split';
+  // As docker-compose.yml runs the workers: below the API (with one `herald start`, the API would be too).
+  if (split) heraldEnv.HERALD_WORKER_NICE = '10';
   for (const name of ['HERALD_WORKER_CONCURRENCY', 'HERALD_DB_POOL_MAX', 'HERALD_WORKER_NICE']) {
     if (env[name]) heraldEnv[name] = env[name];
   }
   if (env.BENCH_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.BENCH_HERALD_NODE_OPTIONS;
   const poolMax = loadConfig(heraldEnv).HERALD_DB_POOL_MAX;
-  const split = settings.processes === 'split';
   const heraldProcess = split
     ? launch('herald serve', herald, ['serve'], { cwd: root, env: heraldEnv })
     : launch('herald start', herald, ['start', '--no-simulate'], { cwd: root, env: heraldEnv });
