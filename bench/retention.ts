@@ -41,7 +41,7 @@ import { createApplication, createToken, tokenCacheMs } from '../src/domain/appl
 import { createSendLimiter } from '../src/http/send-limiter.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
 import { retentionBatchSize, runMaintenance } from '../src/worker/maintenance.ts';
-import { fanoutEnqueuer, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
+import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
 import { createWebhookOutbox } from '../src/domain/webhook-outbox.ts';
 import { defaultQueueSchema } from '../src/service/config.ts';
 import { createApp } from '../src/http/app.ts';
@@ -198,7 +198,7 @@ async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> 
   cleanups.add('rate-limit pool', () => limiterPool.end());
   const app = createApp({
     orm: apiOrm,
-    enqueueFanout: fanoutEnqueuer(boss),
+    fanouts: fanoutQueue(boss),
     webhooks: createWebhookOutbox(webhookEnqueuer(boss)),
     logger: silent,
     document: loadDocument(),

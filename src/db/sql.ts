@@ -575,20 +575,29 @@ export async function completeNotifications(
  * to be pushed see it at once (holdUncancelled). Answers the status the notification has then
  * (`cancelled`, or the one it ended with), undefined when it is not the application's.
  */
-export async function markCancelled(db: Db, applicationId: string, notificationId: string): Promise<NotificationRow['status'] | undefined> {
+/**
+ * Cancels a queued or processing notification; answers its status (that of an ended one, which it
+ * leaves alone), and whether its fanout job is deferred to a time still a second or more away: no
+ * worker can have taken that job (one due sooner is left to run as the no-op it now is).
+ */
+export async function markCancelled(
+  db: Db,
+  applicationId: string,
+  notificationId: string,
+): Promise<{ status: NotificationRow['status']; fanoutDeferred: boolean } | undefined> {
   const [moved] = await rows(
     db,
-    sql<{ status: NotificationRow['status'] }>`
+    sql<{ status: NotificationRow['status']; fanoutDeferred: boolean }>`
       update notifications set status = 'cancelled'
        where id = ${notificationId} and application_id = ${applicationId} and status in ('queued', 'processing')
-      returning status`,
+      returning status, coalesce(scheduled_for > clock_timestamp() + interval '1 second', false) as "fanoutDeferred"`,
   );
-  if (moved) return moved.status;
+  if (moved) return moved;
   const [found] = await rows(
     db,
     sql<{ status: NotificationRow['status'] }>`select status from notifications where id = ${notificationId} and application_id = ${applicationId}`,
   );
-  return found?.status;
+  return found && { status: found.status, fanoutDeferred: false };
 }
 
 /** For the rest of the caller's transaction, a lock not granted within `ms` fails the statement (55P03). */

@@ -13,7 +13,7 @@ import { conflict, notFound, unavailable } from './errors.ts';
 import { isUuid } from './ids.ts';
 import type { Logger } from '../logging/logger.ts';
 import { deliveriesEnded } from '../observability/metrics.ts';
-import { findNotification, reportNotificationEnd } from './notifications.ts';
+import { findNotification, reportNotificationEnd, type FanoutQueue } from './notifications.ts';
 import { notificationCompleted, type WebhookOutbox } from './webhook-outbox.ts';
 
 /**
@@ -33,12 +33,23 @@ export type Cancelled = {
   skipped: { platform: string; count: number }[];
 };
 
-export async function cancelNotification(em: EntityManager, webhooks: WebhookOutbox, applicationId: string, given: string): Promise<Cancelled> {
+export async function cancelNotification(
+  em: EntityManager,
+  fanouts: FanoutQueue,
+  webhooks: WebhookOutbox,
+  applicationId: string,
+  given: string,
+): Promise<Cancelled> {
   const id = given.toLowerCase();
   if (!isUuid(id)) throw notFound();
-  const status = await markCancelled(em.fork(), applicationId, id);
-  if (status === undefined) throw notFound();
-  if (status !== 'cancelled') throw conflict(endedMessage(status));
+  // A scheduled notification's deferred fanout is dropped with the status, in one transaction.
+  const marked = await em.fork().transactional(async (tx) => {
+    const found = await markCancelled(tx, applicationId, id);
+    if (found?.fanoutDeferred) await fanouts.dropScheduled(tx, id);
+    return found;
+  });
+  if (marked === undefined) throw notFound();
+  if (marked.status !== 'cancelled') throw conflict(endedMessage(marked.status));
   const { ended, skipped } = await finishCancellation(em, webhooks, applicationId, id);
   return { notification: await findNotification(em, applicationId, id), ended, skipped };
 }

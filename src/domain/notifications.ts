@@ -30,11 +30,16 @@ export type SendRequest = Schemas['NotificationSend'];
 export type NotificationView = Schemas['Notification'];
 
 export type FanoutJob = { notificationId: string; applicationId: string };
-/**
- * Enqueues a notification's fanout in the caller's transaction (a rollback drops the job too),
- * in the lane of its priority (fanout.ts jobPriority), due at `startAfter` (null: now).
- */
-export type EnqueueFanout = (tx: EntityManager, job: FanoutJob, when: { priority: number; startAfter: Date | null }) => Promise<void>;
+/** Where notifications' fanout jobs wait (worker/queue.ts fanoutQueue). */
+export type FanoutQueue = {
+  /**
+   * Enqueues a notification's fanout in the caller's transaction (a rollback drops the job too),
+   * in the lane of its priority (fanout.ts jobPriority), due at `startAfter` (null: now).
+   */
+  enqueue(tx: EntityManager, job: FanoutJob, when: { priority: number; startAfter: Date | null }): Promise<void>;
+  /** Drops the deferred fanout job of a scheduled notification, in the caller's transaction (a cancel). */
+  dropScheduled(tx: EntityManager, notificationId: string): Promise<void>;
+};
 
 
 /** How long an Idempotency-Key protects against a duplicate send. */
@@ -126,7 +131,7 @@ export type SendInput = {
  */
 export async function sendNotification(
   em: EntityManager,
-  enqueueFanout: EnqueueFanout,
+  fanouts: FanoutQueue,
   input: SendInput,
 ): Promise<{ notification: NotificationRow; accepted: boolean }> {
   const { applicationId, request, idempotencyKey } = input;
@@ -162,7 +167,7 @@ export async function sendNotification(
       scheduledFor: startAfter,
     });
     await tx.flush();
-    await enqueueFanout(tx, { notificationId: id, applicationId }, { priority: jobPriority(request.options ?? {}), startAfter });
+    await fanouts.enqueue(tx, { notificationId: id, applicationId }, { priority: jobPriority(request.options ?? {}), startAfter });
     return { notification, originalId: null };
   });
   if (result.notification) return { notification: storedRow(result.notification), accepted: true };

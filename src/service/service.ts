@@ -13,7 +13,7 @@ import { assertCredentialsReadable, upgradeSealedCredentials } from '../domain/c
 import { createSendLimiter } from '../http/send-limiter.ts';
 import { createProviderClients, type ProviderClients } from '../worker/clients.ts';
 import { startMaintenance } from '../worker/maintenance.ts';
-import { fanoutEnqueuer, queueDepths, startBoss, webhookEnqueuer } from '../worker/queue.ts';
+import { fanoutQueue, queueDepths, startBoss, webhookEnqueuer } from '../worker/queue.ts';
 import { createWebhookSender, type WebhookSender } from '../worker/webhook-sender.ts';
 import { createWebhookOutbox } from '../domain/webhook-outbox.ts';
 import { startWorkers, type Workers } from '../worker/workers.ts';
@@ -141,7 +141,7 @@ export async function startService(
     limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit database connection lost'));
     const app = createApp({
       orm: database.orm,
-      enqueueFanout: fanoutEnqueuer(boss),
+      fanouts: fanoutQueue(boss),
       webhooks,
       logger,
       document: loadDocument(),

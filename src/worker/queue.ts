@@ -3,7 +3,7 @@
 // once instead of at its next poll.
 import { fromKysely, PgBoss, type Queue } from 'pg-boss';
 import type { OutageWatch } from '../db/outage.ts';
-import type { EnqueueFanout } from '../domain/notifications.ts';
+import type { FanoutQueue } from '../domain/notifications.ts';
 import type { EnqueueWebhookJobs } from '../domain/webhook-outbox.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { QueueDepth } from '../observability/metrics.ts';
@@ -117,16 +117,23 @@ export function webhookEnqueuer(boss: PgBoss): EnqueueWebhookJobs {
 
 /**
  * The job's id is the notification's: a notification has one fanout, whatever retries a send. A
- * scheduled send's job is deferred to its time (pg-boss `startAfter`), in the same transaction.
+ * scheduled send's job is deferred to its time (pg-boss `startAfter`), in the same transaction;
+ * a cancel before then marks it cancelled, so that it does not wait in the queue (and in its
+ * `deferred` count) until a time that may be years away.
  */
-export function fanoutEnqueuer(boss: PgBoss): EnqueueFanout {
-  return async (tx, job, { priority, startAfter }) => {
-    await boss.send(startAfter ? queues.scheduledFanout : queues.fanout, job, {
-      id: job.notificationId,
-      ...placement(job.applicationId, priority),
-      ...(startAfter ? { startAfter } : {}),
-      db: fromKysely(tx.getKysely()),
-    });
+export function fanoutQueue(boss: PgBoss): FanoutQueue {
+  return {
+    async enqueue(tx, job, { priority, startAfter }) {
+      await boss.send(startAfter ? queues.scheduledFanout : queues.fanout, job, {
+        id: job.notificationId,
+        ...placement(job.applicationId, priority),
+        ...(startAfter ? { startAfter } : {}),
+        db: fromKysely(tx.getKysely()),
+      });
+    },
+    async dropScheduled(tx, notificationId) {
+      await boss.cancel(queues.scheduledFanout, notificationId, { db: fromKysely(tx.getKysely()) });
+    },
   };
 }
 

@@ -13,7 +13,7 @@ async function boundaryErrors(filePath: string, code: string): Promise<string[]>
 describe('layers', () => {
   it.each([
     ['src/db/upward.ts', "import { Notification } from '../domain/notifications.ts';"],
-    ['src/domain/upward.ts', "import { fanoutEnqueuer } from '../worker/queue.ts';"],
+    ['src/domain/upward.ts', "import { fanoutQueue } from '../worker/queue.ts';"],
     ['src/domain/upward.ts', "import type { PushProvider } from '../providers/provider.ts';"],
     ['src/providers/upward.ts', "import { startWorkers } from '../worker/workers.ts';"],
     ['src/http/across.ts', "import { startWorkers } from '../worker/workers.ts';"],

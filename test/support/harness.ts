@@ -7,7 +7,7 @@ import pg from 'pg';
 import { createApplication, createToken } from '../../src/domain/applications.ts';
 import type { SendPolicy } from '../../src/domain/rate-limits.ts';
 import { createSendLimiter } from '../../src/http/send-limiter.ts';
-import { fanoutEnqueuer, startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
+import { fanoutQueue, startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
 import { createWebhookOutbox, type WebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { createApp } from '../../src/http/app.ts';
 import { loadDocument } from '../../src/http/document.ts';
@@ -62,7 +62,7 @@ export async function startHarness(
   const webhooks = createWebhookOutbox(webhookEnqueuer(boss), { cacheMs: 0 });
   const app = createApp({
     orm,
-    enqueueFanout: fanoutEnqueuer(boss),
+    fanouts: fanoutQueue(boss),
     webhooks,
     logger,
     document: loadDocument(),

@@ -5,7 +5,7 @@ import {
   listNotifications,
   notificationView,
   sendNotification,
-  type EnqueueFanout,
+  type FanoutQueue,
   type NotificationView,
 } from '../../domain/notifications.ts';
 import { cancelNotification, reportCancellation } from '../../domain/cancellation.ts';
@@ -18,12 +18,12 @@ import { notificationMoved, sendAnswered } from '../../observability/metrics.ts'
 
 export const sendPath = '/api/v1/notifications';
 
-export function notificationsRouter(orm: Orm, enqueueFanout: EnqueueFanout, quota: SendQuota, webhooks: WebhookOutbox): Router {
+export function notificationsRouter(orm: Orm, fanouts: FanoutQueue, quota: SendQuota, webhooks: WebhookOutbox): Router {
   const router = Router();
 
   router.post(sendPath, async (req, res) => {
     const { applicationId } = principalOf(req);
-    const { notification, accepted } = await sendNotification(orm.em, enqueueFanout, {
+    const { notification, accepted } = await sendNotification(orm.em, fanouts, {
       applicationId,
       request: req.body,
       idempotencyKey: req.get('idempotency-key'),
@@ -54,7 +54,7 @@ export function notificationsRouter(orm: Orm, enqueueFanout: EnqueueFanout, quot
 
   router.post('/api/v1/notifications/:notificationId/cancel', async (req, res) => {
     const { applicationId } = principalOf(req);
-    const { notification, ...finished } = await cancelNotification(orm.em, webhooks, applicationId, req.params.notificationId);
+    const { notification, ...finished } = await cancelNotification(orm.em, fanouts, webhooks, applicationId, req.params.notificationId);
     reportCancellation(req.log, finished);
     res.json({ data: notificationView(notification) });
   });
