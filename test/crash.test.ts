@@ -186,3 +186,28 @@ describe('bounded shutdown', () => {
     expect(notification.statistics).toMatchObject({ installations: 10, accepted: 10, failed: 0 });
   }, 90_000);
 });
+
+describe('a backlog of sends', () => {
+  beforeEach(async () => {
+    await Promise.all(workers.splice(0).map((worker) => worker.stop('SIGKILL')));
+  });
+
+  test('sends queued while no worker runs are fanned out in batches, not one fetch and transaction each', async () => {
+    pipeline.apns.setLatency(0);
+    pipeline.fcm.setLatency(0);
+    const app = await pipeline.newApplication();
+    const users = Array.from({ length: 60 }, (_, i) => `backlog-${i}`);
+    for (const user of users) await app.register(`${user}-pixel`, android(`backlog-${user}`, user));
+    const ids = [];
+    for (const user of users) ids.push(await app.send({ recipients: { user_ids: [user] }, notification: { title: 'Backlog' } }));
+
+    await startWorker();
+    const done = await Promise.all(ids.map((id) => app.settled(id, 30_000)));
+    expect(done.map((notification) => notification.statistics.accepted)).toEqual(users.map(() => 1));
+    // now() is the transaction's start: notifications fanned out together share processing_started_at.
+    // One at a time, that is 60 transactions; the backlog worker takes most of them in one.
+    expect(new Set(done.map((notification) => notification.processing_started_at)).size).toBeLessThanOrEqual(10);
+    expect(new Set(pushesTo('backlog')).size).toBe(60);
+    expect(pushesTo('backlog')).toHaveLength(60);
+  }, 90_000);
+});

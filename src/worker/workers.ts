@@ -127,8 +127,8 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   // pg-boss records a handler's error on the job and retries it; the log says it happened (an
   // outage is said once, by the watch).
   const webhookContext: WebhookContext = { ...options.webhooks, boss, logger };
-  // Jobs are fetched one at a time, except scheduled fanouts (fanoutBatch): a batch is leased, run
-  // and released together, and fails (and is retried) together.
+  // Jobs are fetched one at a time, except fanouts by the backlog worker and scheduled fanouts
+  // (fanoutBatch): a batch is leased, run and released together, and fails (and is retried) together.
   const logged = <T extends { notificationId?: string; endpointId?: string; applicationId?: string }>(queue: string, run: (data: T[]) => Promise<void>) =>
     async (jobs: JobWithMetadata<T>[]) => {
       for (const job of jobs) {
@@ -158,6 +158,10 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       }
     };
   const fanout = logged<FanoutJob>(queues.fanout, (jobs) => runFanouts(orm.em, context, jobs));
+  const fanoutBacklog = logged<FanoutJob>(queues.fanout, (jobs) => {
+    if (jobs.length === fanoutBatch) fetchAgainAtOnce(queues.fanout);
+    return runFanouts(orm.em, context, jobs);
+  });
   const scheduledFanout = logged<FanoutJob>(queues.scheduledFanout, (jobs) => {
     // A full batch: more may be due, and the other worker need not wait for this one to end.
     if (jobs.length === fanoutBatch) fetchAgainAtOnce(queues.scheduledFanout);
@@ -167,6 +171,11 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const webhook = logged<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data));
   const register = async () => {
     await boss.work(queues.fanout, { ...withTimes, ...fairShare(2) }, fanout);
+    // A burst of sends (a thousand one-user notifications at once): the workers above take one job
+    // a fetch, a lease and a transaction each; this one takes what waits in batches, as the
+    // scheduled fanouts are taken. Its jobs count against their application's share, so the fair
+    // workers stay free for the others' jobs.
+    await boss.work(queues.fanout, { ...withTimes, batchSize: fanoutBatch }, fanoutBacklog);
     // Scheduled fanouts come due together (a campaign at 9:00): two workers take them in batches,
     // one transaction a batch, in the order they are due. Not per application: pg-boss's group
     // limits count jobs, and a batch larger than the limit would be handed back but for its share.
