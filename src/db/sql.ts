@@ -227,7 +227,11 @@ export type NotificationCandidate = Candidate & { notificationId: string };
 
 /**
  * Active installations of each notification's target users, for a batch of notifications in one
- * query: per notification and user, one probe of (application_id, user_id).
+ * query: per notification and user, one probe of (application_id, user_id). The probe is a lateral
+ * subquery behind `offset 0`, which the planner cannot flatten into a join: as a join, with its
+ * estimate of an application's installations off (it guesses 10 users an array), it chose a hash
+ * join on the application that compared every one of its installations with every user id
+ * (measured: 16 notifications × 500 users against 20,000 installations, 2.8 s instead of 15 ms).
  * `withLocale`: read each device's locale too (a notification with localizations).
  */
 export async function targetInstallations(db: Db, notificationIds: string[], withLocale = false): Promise<NotificationCandidate[]> {
@@ -240,8 +244,12 @@ export async function targetInstallations(db: Db, notificationIds: string[], wit
              ${deviceLocale} as "deviceLocale"
         from notifications n
              cross join lateral unnest(n.user_ids) as u(user_id)
-             join installations i on i.application_id = n.application_id and i.user_id = u.user_id
-       where n.id = any(${notificationIds}::uuid[]) and i.status = 'active'`,
+             cross join lateral (
+               select * from installations i
+                where i.application_id = n.application_id and i.user_id = u.user_id and i.status = 'active'
+               offset 0
+             ) i
+       where n.id = any(${notificationIds}::uuid[])`,
   );
   return found.map((row) => ({ ...row, lastSeenAt: asDate(row.lastSeenAt) }));
 }
