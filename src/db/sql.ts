@@ -579,14 +579,11 @@ export async function completeNotifications(
 }
 
 /**
- * Marks a queued or processing notification cancelled, committed on its own so that the chunks about
- * to be pushed see it at once (holdUncancelled). Answers the status the notification has then
- * (`cancelled`, or the one it ended with), undefined when it is not the application's.
- */
-/**
- * Cancels a queued or processing notification; answers its status (that of an ended one, which it
- * leaves alone), and whether its fanout job is deferred to a time still a second or more away: no
- * worker can have taken that job (one due sooner is left to run as the no-op it now is).
+ * Marks a queued or processing notification cancelled, in a short transaction of its own so that the
+ * chunks about to be pushed see it at once (holdUncancelled). Answers the status the notification
+ * has then (`cancelled`, or the one it ended with), undefined when it is not the application's, and
+ * whether its fanout job is deferred to a time still a second or more away: no worker can have taken
+ * that job (one due sooner is left to run as the no-op it now is).
  */
 export async function markCancelled(
   db: Db,

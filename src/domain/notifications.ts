@@ -41,7 +41,6 @@ export type FanoutQueue = {
   dropScheduled(tx: EntityManager, notificationId: string): Promise<void>;
 };
 
-
 /** How long an Idempotency-Key protects against a duplicate send. */
 export const idempotencyWindowHours = 24;
 

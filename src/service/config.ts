@@ -61,7 +61,7 @@ const schema = z.object({
   HERALD_DELIVER_CHUNK_SIZE: z.coerce.number().int().min(1).max(5000).default(250),
   // Pushes per deliver job (one provider round trip set).
   HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
-  // Finished notifications older than this, with their deliveries, events and keys, are deleted.
+  // Notifications that ended longer ago than this, with their deliveries, events and keys, are deleted.
   // At most a century: a horizon further back is past what a Postgres timestamp can subtract.
   HERALD_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(30),
   // Webhooks to loopback, private, link-local and other non-public addresses (and to http URLs):
