@@ -1,3 +1,6 @@
+/**
+ * @jest-environment ./test/support/failure-environment.js
+ */
 // The dashboard as an operator meets it, in headless Chromium against the real pipeline (API,
 // workers, APNs and FCM simulators): sign in, send through the API and watch the funnel fill as
 // the app reports events, filter deliveries, find a user, check credentials and quota; a new
@@ -56,7 +59,9 @@ afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));
   await pipeline?.close();
 });
-afterEach(() => {
+afterEach(async () => {
+  // A failed test's pages as they were (the environment says it failed).
+  if ((globalThis as { testFailed?: boolean }).testFailed) await browser.keepFailure(expect.getState().currentTestName ?? 'test');
   pipeline.apns.setRules([]);
   // Each test answers for its own pages only.
   const blocked = browser.blocked.splice(0);

@@ -26,6 +26,8 @@ export type HeadlessBrowser = {
   errors: string[];
   context: BrowserContext;
   newPage(): Promise<Page>;
+  /** Screenshots every open page as reports/screenshots/failed-<name>-<n>.png (after a failed test). */
+  keepFailure(name: string): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -64,6 +66,10 @@ export async function launchBrowser(): Promise<HeadlessBrowser> {
     errors,
     context,
     newPage: () => context.newPage(),
+    async keepFailure(name) {
+      const slug = name.replace(/[^a-z0-9]+/gi, '-').slice(0, 80);
+      for (const [index, page] of context.pages().entries()) await screenshot(page, `failed-${slug}-${index}`).catch(() => undefined);
+    },
     close: () => browser.close(),
   };
 }
