@@ -66,10 +66,10 @@ export function fairShare(concurrency: number): { localConcurrency: number; loca
 }
 
 /**
- * Scheduled fanout jobs a worker fetches and runs at once (jobs.ts runFanouts, in transactions of a
- * few thousand users): a transaction costs a handful of statements however many notifications it
- * holds, so a thousand small notifications due the same second start in four batches instead of a
- * thousand transactions, fetches and leases.
+ * Fanout jobs a batch worker (the fanout queue's backlog worker, the scheduled fanouts' workers)
+ * fetches and runs at once (jobs.ts runFanouts, in transactions of a few thousand users): a
+ * transaction costs a handful of statements however many notifications it holds, so a thousand
+ * small notifications start in four batches instead of a thousand transactions, fetches and leases.
  */
 const fanoutBatch = 250;
 
@@ -158,23 +158,22 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       }
     };
   const fanout = logged<FanoutJob>(queues.fanout, (jobs) => runFanouts(orm.em, context, jobs));
-  const fanoutBacklog = logged<FanoutJob>(queues.fanout, (jobs) => {
-    if (jobs.length === fanoutBatch) fetchAgainAtOnce(queues.fanout);
-    return runFanouts(orm.em, context, jobs);
-  });
-  const scheduledFanout = logged<FanoutJob>(queues.scheduledFanout, (jobs) => {
-    // A full batch: more may be due, and the other worker need not wait for this one to end.
-    if (jobs.length === fanoutBatch) fetchAgainAtOnce(queues.scheduledFanout);
-    return runFanouts(orm.em, context, jobs);
-  });
+  const fanoutBatches = (queue: string) =>
+    logged<FanoutJob>(queue, (jobs) => {
+      // A full batch: more may be waiting, and another worker need not wait for this one to end.
+      if (jobs.length === fanoutBatch) fetchAgainAtOnce(queue);
+      return runFanouts(orm.em, context, jobs);
+    });
+  const fanoutBacklog = fanoutBatches(queues.fanout);
+  const scheduledFanout = fanoutBatches(queues.scheduledFanout);
   const deliver = logged<DeliverJob>(queues.deliver, ([data]) => runDeliver(orm.em, context, data));
   const webhook = logged<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data));
   const register = async () => {
     await boss.work(queues.fanout, { ...withTimes, ...fairShare(2) }, fanout);
     // A burst of sends (a thousand one-user notifications at once): the workers above take one job
     // a fetch, a lease and a transaction each; this one takes what waits in batches, as the
-    // scheduled fanouts are taken. Its jobs count against their application's share, so the fair
-    // workers stay free for the others' jobs.
+    // scheduled fanouts are taken. It sets no group limit, so pg-boss does not count its jobs
+    // against their application: the fair workers keep their one worker more for the others.
     await boss.work(queues.fanout, { ...withTimes, batchSize: fanoutBatch }, fanoutBacklog);
     // Scheduled fanouts come due together (a campaign at 9:00): two workers take them in batches,
     // one transaction a batch, in the order they are due. Not per application: pg-boss's group
