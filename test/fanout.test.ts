@@ -1,6 +1,7 @@
 // A sent notification reaching devices: fanout, skips, provider outcomes, retries, TTL,
 // invalidation, statistics and status, end to end through the real APNs and FCM clients.
 import request from 'supertest';
+import { targetInstallations } from '../src/db/sql.ts';
 import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
 
 let pipeline: Pipeline;
@@ -53,6 +54,29 @@ test('every installation of every target user gets one push, and the notificatio
   const message = fcmTo('fcm-aa02')[0].message as { data: Record<string, string> };
   expect(message.data.herald_delivery_id).toBe(byInstallation['alice-pixel'].id);
   expect(message.data.herald_notification_id).toBe(id);
+});
+
+test("the fanout reads only its targets' installations, one probe of (application_id, user_id) a user, even where the planner would rather hash the application's", async () => {
+  const app = await pipeline.newApplication();
+  const others = Array.from({ length: 30 }, (_, i) => `other-${i}`);
+  for (const user of ['pia', 'pol', ...others]) await app.register(`${user}-phone`, ios(`probe-${user}`, user));
+  const id = await app.send({ recipients: { user_ids: ['pia', 'pol', 'nobody'] }, notification: { title: 'Probe' } });
+  await app.settled(id);
+
+  // Joins barred from nesting, a planner hashes the application's installations (what a wrong
+  // estimate of their number once made it do): as a join, all 32 were read; the lateral probe
+  // leaves it no such choice.
+  const read = await pipeline.harness.orm.em.fork().transactional(async (tx) => {
+    await tx.execute('set local enable_nestloop = off');
+    await tx.execute('set local enable_mergejoin = off');
+    const found = await targetInstallations(tx, [id]);
+    expect(found.map((candidate) => candidate.installationId).sort()).toEqual(['pia-phone', 'pol-phone']);
+    const [rows] = await tx.execute<{ read: string }[]>(
+      `select seq_tup_read + coalesce(idx_tup_fetch, 0) as read from pg_stat_xact_user_tables where relname = 'installations'`,
+    );
+    return Number(rows.read);
+  });
+  expect(read).toBeLessThan(others.length);
 });
 
 test('options reach both providers as their own headers and fields', async () => {
