@@ -35,6 +35,14 @@ const cancelledEnds = () => counted('herald_notifications_total', { status: 'can
 const pushesTo = (token: string) =>
   pipeline.apns.received.filter((push) => push.token === token).length + pipeline.fcm.received.filter((push) => push.token === token).length;
 
+/** The pg-boss state of a notification's fanout job (its id is the notification's). */
+async function fanoutJobState(notificationId: string): Promise<string | undefined> {
+  const [job] = await pipeline.harness.orm.em
+    .fork()
+    .execute<{ state: string }[]>(`select state::text from ${pipeline.queueSchema}.job where id = ?`, [notificationId]);
+  return job?.state;
+}
+
 function cancel(app: PipelineApplication, id: string, token = app.server) {
   return api().post(`/api/v1/notifications/${id}/cancel`).set('Authorization', `Bearer ${token}`);
 }
@@ -82,8 +90,7 @@ describe('scheduled sends', () => {
   test('a cancel drops the deferred fanout job with the status: it does not wait in the queue until its time', async () => {
     const app = await pipeline.newApplication();
     const id = await app.send(scheduled('nobody', new Date(Date.now() + 365 * 86_400_000)));
-    const jobState = async () =>
-      (await pipeline.harness.orm.em.fork().execute<{ state: string }[]>(`select state::text from ${pipeline.queueSchema}.job where id = ?`, [id]))[0]?.state;
+    const jobState = () => fanoutJobState(id);
     expect(await jobState()).toBe('created');
     await cancel(app, id).expect(200);
     expect(await jobState()).toBe('cancelled');
@@ -246,8 +253,7 @@ describe('cancellation', () => {
     await db.execute(`update notifications set completed_at = now() - interval '31 days' where id = ?`, [id]);
     expect(await deleteExpired(pipeline.harness.orm.em.fork(), { retentionDays: 30, batchSize: 1000, budgetMs: 10_000 })).toMatchObject({ notifications: 1 });
 
-    const jobState = async () =>
-      (await db.execute<{ state: string }[]>(`select state::text from ${pipeline.queueSchema}.job where id = ?`, [id]))[0]?.state;
+    const jobState = () => fanoutJobState(id);
     const deadline = Date.now() + 10_000;
     while (['created', 'active'].includes((await jobState()) ?? '') && Date.now() < deadline) await sleep(100);
     expect(await jobState()).toBe('completed');
