@@ -307,7 +307,10 @@ app.post('/api/v1/events', async (req, res) => {
   ]);
   const found = rows[0];
   if (!found) throw notFound();
-  if (found.state === 'skipped') throw invalid('delivery_id', `The delivery was never sent (skipped${found.reason ? `: ${found.reason}` : ''}), so it cannot have events.`);
+  if (found.state === 'skipped') {
+    const message = `The delivery was never sent (skipped${found.reason ? `: ${found.reason}` : ''}), so it cannot have events.`;
+    throw new HttpError(409, message, { delivery_id: [message] });
+  }
   if (found.event_id) return void res.status(201).json({ data: eventView(found as EventRow) });
 
   // A repeated event_id: the same event again is answered as it was recorded.

@@ -370,7 +370,7 @@ describe('events only where a push was made', () => {
   }
 
   test.each(['permission_denied', 'permission_not_determined', 'no_credentials', 'duplicate_identifier', 'installation_invalid'])(
-    'an event on a delivery skipped for %s is 422 naming delivery_id with the reason, and is never counted',
+    'an event on a delivery skipped for %s is 409 naming delivery_id with the reason, and is never counted',
     async (reason) => {
       const f = await fixture(application, token, { state: 'skipped', reason });
       const longAgo = new Date('2020-01-01T00:00:00.000Z');
@@ -378,12 +378,12 @@ describe('events only where a push was made', () => {
       const bodies = ['received', 'displayed', 'opened', 'dismissed'].map((type) => eventFor(f, { type }));
       for (const body of bodies) {
         const res = await report(body);
-        expect(res.status).toBe(422);
+        expect(res.status).toBe(409);
         expect(res.body).toEqual({ message: neverSent(reason), errors: { delivery_id: [neverSent(reason)] } });
         expect(await countEvents(harness.orm, application.id, body.event_id as string)).toBe(0);
       }
       // The same refused event again is refused again: nothing was stored to replay.
-      expect((await report(bodies[0])).status).toBe(422);
+      expect((await report(bodies[0])).status).toBe(409);
       expect(await statistics(f.notificationId)).toEqual({
         users: 2,
         installations: 2,
@@ -406,7 +406,7 @@ describe('events only where a push was made', () => {
     },
   );
 
-  test('an event on a delivery skipped because its installation was deleted is 422 with installation_deleted', async () => {
+  test('an event on a delivery skipped because its installation was deleted is 409 with installation_deleted', async () => {
     const f = await fixture();
     const deleted = await request(harness.app).delete(`/api/v1/installations/${f.phoneA}`).set('Authorization', `Bearer ${token}`);
     expect(deleted.status).toBe(204);
@@ -426,7 +426,7 @@ describe('events only where a push was made', () => {
     });
     const body = eventFor(f, { delivery_id: skipped, type: 'opened' });
     const res = await report(body);
-    expect(res.status).toBe(422);
+    expect(res.status).toBe(409);
     expect(res.body).toEqual({
       message: neverSent('installation_deleted'),
       errors: { delivery_id: [neverSent('installation_deleted')] },
@@ -450,14 +450,14 @@ describe('events only where a push was made', () => {
     expect(stats.opened).toBe(1);
   });
 
-  test('a skipped delivery reported for another installation is 404, not 422', async () => {
+  test('a skipped delivery reported for another installation is 404, not 409', async () => {
     const f = await fixture(application, token, { state: 'skipped', reason: 'permission_denied' });
     const res = await report(eventFor(f, { installation_id: f.phoneB }));
     expect(res.status).toBe(404);
     expect(res.body).toEqual({ message: 'Not Found' });
   });
 
-  test("another application's skipped delivery is 404, not 422", async () => {
+  test("another application's skipped delivery is 404, not 409", async () => {
     const f = await fixture(application, token, { state: 'skipped', reason: 'no_credentials' });
     const stranger = await harness.newApplication('stranger');
     const res = await report(eventFor(f), await stranger.token(['events:write']));
@@ -465,14 +465,17 @@ describe('events only where a push was made', () => {
     expect(res.body).toEqual({ message: 'Not Found' });
   });
 
-  test('the skipped check comes before event_id: an event_id already recorded elsewhere is 422 on a skipped delivery, not 409', async () => {
+  test('the skipped check comes before event_id: an event_id already recorded elsewhere is refused for the skipped delivery, naming delivery_id', async () => {
     const f = await fixture();
     const skipped = await fixture(application, token, { state: 'skipped', reason: 'permission_denied' });
     const body = eventFor(f);
     expect((await report(body)).status).toBe(201);
     const res = await report({ ...body, delivery_id: skipped.deliveryA, installation_id: skipped.phoneA });
-    expect(res.status).toBe(422);
-    expect(res.body.errors).toEqual({ delivery_id: [neverSent('permission_denied')] });
+    expect(res.status).toBe(409);
+    expect(res.body).toEqual({
+      message: neverSent('permission_denied'),
+      errors: { delivery_id: [neverSent('permission_denied')] },
+    });
     expect(await countEvents(harness.orm, application.id, body.event_id as string)).toBe(1);
   });
 });

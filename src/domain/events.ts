@@ -58,8 +58,9 @@ async function record(
   if (!isUuid(request.delivery_id)) throw notFound();
   const eventId = request.event_id.toLowerCase();
 
-  // A skipped delivery was never pushed, so no device can report on it. Pending, accepted and
-  // failed ones may have reached the device (a push that timed out can still arrive).
+  // A skipped delivery was never pushed, so no device can report on it: the event is well formed
+  // and refused for the delivery's state, a conflict like cancelling a notification that ended.
+  // Pending, accepted and failed ones may have reached the device (a timed-out push can arrive).
   const reported = await reportEvent(
     em,
     applicationId,
@@ -67,7 +68,10 @@ async function record(
     firstSeen[request.type],
   );
   if (reported.delivery === 'unknown') throw notFound();
-  if (reported.delivery === 'skipped') throw validationFailed({ delivery_id: [neverSentMessage(reported.reason)] });
+  if (reported.delivery === 'skipped') {
+    const message = neverSentMessage(reported.reason);
+    throw conflict(message, { delivery_id: [message] });
+  }
   if (reported.inserted) {
     const event = eventView(reported.inserted);
     await announce?.(event, reported.notificationId, reported.userId);

@@ -277,10 +277,11 @@ export interface paths {
          *
          *     Events are accepted for `pending`, `accepted` and `failed` deliveries (a push that timed
          *     out may still arrive). A `skipped` delivery was never pushed, so no device can have it:
-         *     an event on it is 422 (`errors.delivery_id`, with the reason it was skipped) and is never
-         *     counted. Checks run in this order: the delivery must exist in this application and
-         *     belong to that installation (404), then it must not be skipped (422), then `event_id`
-         *     decides 201, 200 or 409.
+         *     an event on it is 409, a conflict with the delivery's state (`errors.delivery_id`, with
+         *     the reason it was skipped), and is never counted. Checks run in this order: the delivery
+         *     must exist in this application and belong to that installation (404), then it must not
+         *     be skipped (409 keyed `delivery_id`), then `event_id` decides 201, 200 or 409 (message
+         *     only).
          */
         post: operations["reportEvent"];
         delete?: never;
@@ -1581,21 +1582,6 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description This `event_id` was already recorded with different content. */
-        Conflict: {
-            headers: {
-                "X-Request-Id": components["headers"]["X-Request-Id"];
-                [name: string]: unknown;
-            };
-            content: {
-                /**
-                 * @example {
-                 *       "message": "This event_id was already recorded with different content."
-                 *     }
-                 */
-                "application/json": components["schemas"]["Error"];
-            };
-        };
         /** @description The request body is larger than the server accepts. */
         PayloadTooLarge: {
             headers: {
@@ -2500,13 +2486,23 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            409: components["responses"]["Conflict"];
+            /**
+             * @description The delivery was skipped, so never sent (`errors.delivery_id`, naming the reason it
+             *     was skipped), or this `event_id` was already recorded with different content (message
+             *     only). Nothing is recorded.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            /**
-             * @description Validation failed: a field breaks its constraints, or the delivery was skipped and so
-             *     never sent (`errors.delivery_id`, naming the reason it was skipped); nothing is recorded.
-             */
+            /** @description A field breaks its constraints; nothing is recorded. */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

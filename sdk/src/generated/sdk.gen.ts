@@ -241,10 +241,11 @@ export const getNotificationBreakdown = <ThrowOnError extends boolean = false>(o
  *
  * Events are accepted for `pending`, `accepted` and `failed` deliveries (a push that timed
  * out may still arrive). A `skipped` delivery was never pushed, so no device can have it:
- * an event on it is 422 (`errors.delivery_id`, with the reason it was skipped) and is never
- * counted. Checks run in this order: the delivery must exist in this application and
- * belong to that installation (404), then it must not be skipped (422), then `event_id`
- * decides 201, 200 or 409.
+ * an event on it is 409, a conflict with the delivery's state (`errors.delivery_id`, with
+ * the reason it was skipped), and is never counted. Checks run in this order: the delivery
+ * must exist in this application and belong to that installation (404), then it must not
+ * be skipped (409 keyed `delivery_id`), then `event_id` decides 201, 200 or 409 (message
+ * only).
  *
  */
 export const reportEvent = <ThrowOnError extends boolean = false>(options: Options<ReportEventData, ThrowOnError>): RequestResult<ReportEventResponses, ReportEventErrors, ThrowOnError> => (options.client ?? client).post<ReportEventResponses, ReportEventErrors, ThrowOnError>({

@@ -1640,7 +1640,10 @@ export type ReportEventErrors = {
      */
     404: Error;
     /**
-     * This `event_id` was already recorded with different content.
+     * The delivery was skipped, so never sent (`errors.delivery_id`, naming the reason it
+     * was skipped), or this `event_id` was already recorded with different content (message
+     * only). Nothing is recorded.
+     *
      */
     409: Error;
     /**
@@ -1652,9 +1655,7 @@ export type ReportEventErrors = {
      */
     415: Error;
     /**
-     * Validation failed: a field breaks its constraints, or the delivery was skipped and so
-     * never sent (`errors.delivery_id`, naming the reason it was skipped); nothing is recorded.
-     *
+     * A field breaks its constraints; nothing is recorded.
      */
     422: ValidationError;
     /**
