@@ -117,15 +117,15 @@ webhook_id=$(./bin/herald webhooks add --app "$app_id" --url https://hooks.examp
   --events notification.completed,delivery.failed,installation.invalidated,event.reported | sed -n 's/^Created webhook endpoint \([^ ]*\) .*/\1/p')
 [ -n "$webhook_id" ] || { echo "fuzz: could not add the fuzzing webhook endpoint" >&2; exit 1; }
 
-# Two installations of the document's example user (user-4821, the example of listInstallations'
-# user_id), so that listing a user's installations answers with something from the first example on.
-for installation in ios/fuzz-iphone android/fuzz-pixel; do
-  platform=${installation%/*} id=${installation#*/}
-  curl -fsS -o /dev/null -X PUT "$base/api/v1/installations/$id" -H "Authorization: Bearer $token" \
-    -H 'Content-Type: application/json' \
-    -d "{\"platform\":\"$platform\",\"provider\":{\"identifier\":\"$id-token\"},\"user_id\":\"user-4821\",\"permission\":\"authorized\"}" \
-    || { echo "fuzz: could not register the example user's installations" >&2; exit 1; }
-done
+# The document's example installation (its installationId example, registered as the PUT example
+# does, to the example user-4821), so that listing the example user's installations answers with
+# something from the first example on, and sends to that user have a delivery to it: with workers
+# running, an event drawn with the example's installation_id and a real delivery id is recorded.
+example_installation=6B29FC40-CA47-1067-B31D-00DD010662DA
+curl -fsS -o /dev/null -X PUT "$base/api/v1/installations/$example_installation" -H "Authorization: Bearer $token" \
+  -H 'Content-Type: application/json' \
+  -d '{"platform":"ios","provider":{"identifier":"740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"},"user_id":"user-4821","permission":"authorized"}' \
+  || { echo "fuzz: could not register the example installation" >&2; exit 1; }
 
 started=$(date +%s)
 # In the background, so that a signal to this script is handled at once (wait is interruptible).
