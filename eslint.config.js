@@ -13,7 +13,7 @@ const below = (floor) => {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'src/generated/', 'sdk/src/generated/', 'sdk/dist/', '.herald/', '.venv/', 'reports/', 'dist/'] },
+  { ignores: ['node_modules/', 'src/generated/', 'sdk/src/generated/', 'sdk/dist/', '.herald/', '.venv/', 'reports/', 'build/', 'dist/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

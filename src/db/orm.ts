@@ -1,4 +1,5 @@
-// One ORM per process. Migrations are TypeScript files that Node loads with type stripping.
+// One ORM per process. Migrations are TypeScript files that Node loads with type stripping, or
+// their compiled JavaScript beside this module when it runs from the build.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig, MikroORM } from '@mikro-orm/postgresql';
@@ -8,6 +9,7 @@ import { entities } from './entities.ts';
 import { compiled, takeMigrationLock } from './sql.ts';
 
 const migrationsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+const migrationsGlob = import.meta.url.endsWith('.ts') ? '!(*.d).ts' : '*.js';
 
 export function ormConfig(clientUrl: string, poolMax = 10) {
   return defineConfig({
@@ -23,7 +25,7 @@ export function ormConfig(clientUrl: string, poolMax = 10) {
     migrations: {
       path: migrationsPath,
       pathTs: migrationsPath,
-      glob: '!(*.d).ts',
+      glob: migrationsGlob,
       emit: 'ts',
       silent: true,
       snapshot: false,

@@ -10,11 +10,13 @@ export async function startHerald(
   args: string[],
   env: Record<string, string> = {},
   ready: (line: string) => boolean = (line) => line.includes('API listening'),
+  /** The CLI's entry point: the TypeScript itself, or the compiled build's (build/cli/main.js). */
+  main = 'src/cli/main.ts',
 ): Promise<HeraldProcess> {
-  const child = spawn(process.execPath, ['src/cli/main.ts', ...args], {
+  const child = spawn(process.execPath, [main, ...args], {
     env: {
       PATH: process.env.PATH,
-      DATABASE_URL: databaseUrl(),
+      DATABASE_URL: env.DATABASE_URL ?? databaseUrl(),
       LOG_LEVEL: 'info',
       PORT: '0',
       HOST: '127.0.0.1',
@@ -28,7 +30,10 @@ export async function startHerald(
   let port: number | null = null;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`herald ${args.join(' ')} did not start:\n${logs.join('\n')}`)), 20_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL'); // never left running behind a failed test
+      reject(new Error(`herald ${args.join(' ')} did not start:\n${logs.join('\n')}`));
+    }, 20_000);
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`herald ${args.join(' ')} exited with ${code}:\n${logs.join('\n')}`));
