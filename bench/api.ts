@@ -43,6 +43,7 @@
 //   BENCH_PREFILL_DELIVERIES      --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS     NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                    also write the figures to this file
+//   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX: replace bin/herald's own (to compare them)
 //   HERALD_DB_POOL_MAX, HERALD_WORKER_CONCURRENCY: passed on to Herald (the pool size to the ceiling too)
 //   HERALD_WORKER_NICE            the workers' niceness (10 when split, as docker-compose.yml sets it; 0 for one `herald start`)
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -59,6 +60,7 @@ import {
   fixed,
   freePort,
   herald,
+  heraldEntry,
   heraldEnvironment,
   integer,
   launch,
@@ -708,7 +710,7 @@ async function startServers(stage: Stage): Promise<Record<Side, Target>> {
   });
   cleanups.add('ceiling', () => ceilingProcess.stop(5_000));
   await ceilingProcess.waitForLine((line) => line.startsWith('listening'), 30_000);
-  log(`herald: ${split ? `API process ${heraldProcess.pid}, workers process ${workers!.pid}` : `process ${heraldProcess.pid}`} on port ${heraldPort}; ceiling: process ${ceilingProcess.pid} on port ${ceilingPort}; database pool ${poolMax} each`);
+  log(`herald: ${split ? `API process ${heraldProcess.pid}, workers process ${workers!.pid}` : `process ${heraldProcess.pid}`} on port ${heraldPort}, running ${heraldEntry(heraldProcess.pid)}; ceiling: process ${ceilingProcess.pid} on port ${ceilingPort}; database pool ${poolMax} each`);
   return {
     herald: { side: 'herald', base: `http://127.0.0.1:${heraldPort}`, process: heraldProcess, workers },
     ceiling: { side: 'ceiling', base: `http://127.0.0.1:${ceilingPort}`, process: ceilingProcess },

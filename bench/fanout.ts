@@ -33,6 +33,7 @@
 //   BENCH_PREFILL_DELIVERIES     --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS    NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                   also write the figures to this file
+//   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX: replace bin/herald's own (to compare them)
 //   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DELIVER_CHUNK_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -57,6 +58,7 @@ import {
   fixed,
   freePort,
   herald,
+  heraldEntry,
   heraldEnvironment,
   integer,
   launch,
@@ -446,7 +448,7 @@ async function startHerald(setup: Setup): Promise<Stage> {
   cleanups.add('herald', () => server.stop());
   await waitForHttp(`http://127.0.0.1:${port}/readyz`, 60_000, () => !server.exited());
   log(
-    `herald: process ${server.pid} on port ${port}; worker concurrency ${heraldConfig.HERALD_WORKER_CONCURRENCY}, ` +
+    `herald: process ${server.pid} on port ${port}, running ${heraldEntry(server.pid)}; worker concurrency ${heraldConfig.HERALD_WORKER_CONCURRENCY}, ` +
       `deliver batch ${heraldConfig.HERALD_DELIVER_BATCH_SIZE}, chunk ${heraldConfig.HERALD_DELIVER_CHUNK_SIZE}, db pool ${heraldConfig.HERALD_DB_POOL_MAX}` +
       (env.BENCH_HERALD_NODE_OPTIONS ? `, NODE_OPTIONS ${env.BENCH_HERALD_NODE_OPTIONS}` : ''),
   );

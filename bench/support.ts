@@ -235,8 +235,9 @@ export function heraldEnvironment(options: {
     HERALD_PROVIDER_CA_FILE: options.caFile,
     HERALD_CREDENTIALS_KEY: options.credentialsKey.toString('base64'),
     HERALD_SEND_QUOTA: '1000000',
-    // bin/herald's Node flags, to compare them (set, even empty, it replaces them).
+    // bin/herald's Node flags (set, even empty, they replace its own) and malloc arenas, to compare them.
     ...(process.env.HERALD_NODE_OPTIONS === undefined ? {} : { HERALD_NODE_OPTIONS: process.env.HERALD_NODE_OPTIONS }),
+    ...(process.env.MALLOC_ARENA_MAX === undefined ? {} : { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX }),
   };
 }
 
@@ -358,6 +359,16 @@ export function machineCpu(): { busy: number; total: number } {
 }
 
 /** A /proc/<pid>/status field in kB (VmHWM: peak resident set size). */
+/** What a process started through bin/herald runs: the compiled build or the TypeScript (it picks the build only while fresh). */
+export function heraldEntry(pid: number): string {
+  try {
+    const main = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').find((arg) => arg.endsWith('cli/main.js') || arg.endsWith('cli/main.ts'));
+    return main?.endsWith('.js') ? 'the compiled build' : main ? 'the TypeScript source' : 'an unknown entry';
+  } catch {
+    return 'an unknown entry';
+  }
+}
+
 export function statusKb(pid: number, field: string): number | null {
   try {
     const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
