@@ -120,7 +120,7 @@ bench-schedule: install build
 # the same load with nothing deleting, alternating in one run; on a fresh database on DATABASE_URL's
 # server (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
 .PHONY: bench-retention
-bench-retention: install build
+bench-retention: install
 	node bench/retention.ts
 
 # The API benchmark (bench/api.ts): Herald's API hot paths (PUT/PATCH/GET installation, POST event,
