@@ -613,7 +613,9 @@ async function probePhase(stage: Stage, kind: Probes['kind'], stamp: string): Pr
       throw new Error(`${kind} round ${round + 1}: ${result.accepted} of ${ids.length * settings.recipients * 2} deliveries accepted`);
     }
     const loadOutcome = await outcomes(pool, load.map((sent) => sent.id));
-    const latency = firstPushLatencies(probes, await readSimulators(sims));
+    const received = await readSimulators(sims);
+    const latency = firstPushLatencies(probes, received);
+    const where = await timeline(pool, stage.heraldConfig.HERALD_QUEUE_SCHEMA, probes, received);
     const ahead = probes.map((probe) => loadOutcome.lastAccepted - probe.acceptedAt);
     phase.latency.push(...latency);
     phase.offsets.push(...offsets);
@@ -622,7 +624,10 @@ async function probePhase(stage: Stage, kind: Probes['kind'], stamp: string): Pr
     log(
       `(c) ${kind} round ${round + 1}: load of ${settings.notifications} over in ${fixed(phase.loadSeconds.at(-1)!, 2)} s; ` +
         `sends at ${offsets.map(integer).join(' / ')} ms: 202 → first push ${latency.map(integer).join(' / ')} ms ` +
-        `(load still running ${ahead.map(integer).join(' / ')} ms after each)`,
+        `(load still running ${ahead.map(integer).join(' / ')} ms after each); their median ms after the 202: ` +
+        Object.entries(where)
+          .map(([step, ms]) => `${step} ${integer(ms)}`)
+          .join(', '),
     );
   }
   return phase;
