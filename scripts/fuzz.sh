@@ -117,14 +117,22 @@ webhook_id=$(./bin/herald webhooks add --app "$app_id" --url https://hooks.examp
   --events notification.completed,delivery.failed,installation.invalidated,event.reported | sed -n 's/^Created webhook endpoint \([^ ]*\) .*/\1/p')
 [ -n "$webhook_id" ] || { echo "fuzz: could not add the fuzzing webhook endpoint" >&2; exit 1; }
 
-# The document's example installation (its installationId example, registered as the PUT example
-# does, to the example user-4821), so that listing the example user's installations answers with
-# something from the first example on, and sends to that user have a delivery to it: with workers
-# running, an event drawn with the example's installation_id and a real delivery id is recorded.
-example_installation=6B29FC40-CA47-1067-B31D-00DD010662DA
+# The document's example installation (its installationId example, registered with the PUT's `ios`
+# example, whose user is the example user-4821), so that listing the example user's installations
+# answers with something from the first example on, and sends to that user have a delivery to it:
+# with workers running, an event drawn with the example's installation_id and a real delivery id is
+# recorded. Both are read from the served document, so that they follow it.
+{ read -r example_installation; read -r example_body; } < <(curl -fsS "$base/openapi.json" | "$node" -e '
+  let text = "";
+  process.stdin.on("data", (chunk) => (text += chunk)).on("end", () => {
+    const document = JSON.parse(text);
+    const put = document.paths["/api/v1/installations/{installationId}"].put;
+    const id = document.components.parameters.InstallationId.example;
+    process.stdout.write(`${encodeURIComponent(id)}\n${JSON.stringify(put.requestBody.content["application/json"].examples.ios.value)}\n`);
+  });')
+[ -n "$example_body" ] || { echo "fuzz: could not read the example installation from the document" >&2; exit 1; }
 curl -fsS -o /dev/null -X PUT "$base/api/v1/installations/$example_installation" -H "Authorization: Bearer $token" \
-  -H 'Content-Type: application/json' \
-  -d '{"platform":"ios","provider":{"identifier":"740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"},"user_id":"user-4821","permission":"authorized"}' \
+  -H 'Content-Type: application/json' -d "$example_body" \
   || { echo "fuzz: could not register the example installation" >&2; exit 1; }
 
 started=$(date +%s)

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
+import { loadDocument } from '../src/http/document.ts';
 import { countEvents, insertDelivery, setEventReceivedAt, setInstallationLastSeen, type DeliveryState } from './support/deliveries.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 
@@ -477,5 +478,17 @@ describe('events only where a push was made', () => {
       errors: { delivery_id: [neverSent('permission_denied')] },
     });
     expect(await countEvents(harness.orm, application.id, body.event_id as string)).toBe(1);
+  });
+
+  test("the document's two 409 examples are the server's exact answers", async () => {
+    const document = loadDocument() as {
+      paths: Record<string, { post: { responses: Record<string, { content: Record<string, { examples: Record<string, { value: unknown }> }> }> } }>;
+    };
+    const examples = document.paths['/api/v1/events'].post.responses['409'].content['application/json'].examples;
+    const skipped = await fixture(application, token, { state: 'skipped', reason: 'permission_denied' });
+    expect((await report(eventFor(skipped))).body).toEqual(examples['never-sent'].value);
+    const body = eventFor(await fixture());
+    expect((await report(body)).status).toBe(201);
+    expect((await report({ ...body, type: 'opened' })).body).toEqual(examples['event-id-reused'].value);
   });
 });
