@@ -7,6 +7,7 @@ import { ApiToken } from '../src/db/entities.ts';
 import { errorHandler, lastResortHandler } from '../src/http/errors.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
+import { countNotifications } from './support/deliveries.ts';
 
 let harness: Harness;
 let application: TestApplication;
@@ -253,6 +254,27 @@ describe('idempotent retries are free', () => {
       expect(other.status).toBe(409);
       expect(other.body).toEqual({ message: 'This Idempotency-Key was already used for a different request.' });
       expect(other.headers.ratelimit).toMatch(/^"send";r=0;/);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  test('with quota left, a replay and a reused key (409) take nothing from it either', async () => {
+    const limited = await startHarness({ sendPolicy: { quota: 5, windowSeconds: 3600 } });
+    try {
+      const app = await limited.newApplication('left');
+      const token = await app.token();
+      const post = (key: string, body: object = send) =>
+        request(limited.app).post('/api/v1/notifications').set('Authorization', bearer(token)).set('Idempotency-Key', key).send(body);
+      expect((await post('left-1')).headers.ratelimit).toMatch(/^"send";r=4;/);
+      const replay = await post('left-1');
+      expect(replay.body.meta).toEqual({ accepted: false });
+      expect(replay.headers.ratelimit).toMatch(/^"send";r=4;/);
+      const reused = await post('left-1', { ...send, notification: { title: 'Other' } });
+      expect(reused.status).toBe(409);
+      expect(reused.headers.ratelimit).toMatch(/^"send";r=4;/);
+      expect((await post('left-2')).headers.ratelimit).toMatch(/^"send";r=3;/);
+      expect(await countNotifications(limited.orm, app.id)).toBe(2);
     } finally {
       await limited.close();
     }

@@ -2,6 +2,7 @@
 // expiry), its pushes retried with a fresh client, and the credential shows the provider
 // unreachable meanwhile, without ever being called unhealthy (a network fault is not a bad key).
 import { ProviderCredential } from '../src/db/entities.ts';
+import { readBatch } from '../src/db/sql.ts';
 import { createProviderClients } from '../src/worker/clients.ts';
 import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
 import { silentLogger } from './support/simulators.ts';
@@ -67,6 +68,32 @@ test('a client whose batches cannot reach the provider three times in a row is r
     const second = (await clients.get(em(), app.id, 'fcm'))!;
     expect(second).not.toBe(first);
     expect(second.credentialId).toBe(first.credentialId);
+  } finally {
+    await clients.close();
+  }
+});
+
+test('a batch that read the credential its cached client was opened with reuses it; a changed one opens a new client, a removed one none', async () => {
+  const app = await pipeline.newApplication();
+  const clients = createProviderClients({ key: pipeline.credentialsKey, endpoints: pipeline.endpoints, logger: silentLogger });
+  const em = () => pipeline.harness.orm.em.fork();
+  const read = async () => (await readBatch(em(), { applicationId: app.id, provider: 'fcm', deliveryIds: [] })).credential;
+  try {
+    const opened = await read();
+    expect(opened).not.toBeNull();
+    const first = (await clients.get(em(), app.id, 'fcm', opened))!;
+    expect(await clients.get(em(), app.id, 'fcm', await read())).toBe(first);
+
+    await em().getConnection().execute(`update provider_credentials set updated_at = updated_at + interval '1 second' where application_id = ? and provider = 'fcm'`, [app.id]);
+    const changed = await read();
+    expect(changed!.version).toBe(opened!.version + 1000);
+    const second = (await clients.get(em(), app.id, 'fcm', changed))!;
+    expect(second).not.toBe(first);
+    expect(await clients.get(em(), app.id, 'fcm', changed)).toBe(second);
+
+    expect(await clients.get(em(), app.id, 'fcm', null)).toBeNull();
+    // The removed credential's client was dropped: the same version now opens a fresh one.
+    expect(await clients.get(em(), app.id, 'fcm', changed)).not.toBe(second);
   } finally {
     await clients.close();
   }

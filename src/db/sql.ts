@@ -334,52 +334,69 @@ export type PushedNotification = Pick<
   'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options' | 'createdAt' | 'scheduledFor'
 >;
 
+/** Which credential a deliver batch pushes with: its row's id and when it last changed (epoch ms). */
+export type CredentialVersion = { id: string; version: number };
+
+/** What a deliver batch reads before it pushes (readBatch). */
+export type DeliverBatch = {
+  /** The notifications it pushes (one or many: a batch of scheduled sends puts many small ones together). */
+  notifications: PushedNotification[];
+  /** Its deliveries still pending, each with the number of the attempt about to be made. */
+  pending: ClaimedDelivery[];
+  /** The application's credential for the provider; null: none. */
+  credential: CredentialVersion | null;
+};
+
 /**
- * The notifications a deliver batch pushes (one or many: a batch of scheduled sends puts many
- * small notifications in one batch), read through the deliveries. Not `user_ids` (up to 500 ids a
- * row, read for nothing) nor the counters.
+ * Everything a deliver batch reads before it pushes, in one round trip: its notifications (read
+ * through the deliveries; not `user_ids`, up to 500 ids a row read for nothing, nor the counters),
+ * its pending deliveries with each installation's current identifier, and the version of the
+ * credential it pushes with. Read without counting the attempt, which is written with the outcome
+ * (recordResults, countAttempts): one update per push instead of two. A batch that must count it
+ * first claims its deliveries with claimPending instead.
  */
-export async function notificationsOfDeliveries(db: Db, deliveryIds: string[]): Promise<PushedNotification[]> {
-  const found = await rows(
+export async function readBatch(db: Db, job: { applicationId: string; provider: string; deliveryIds: string[] }): Promise<DeliverBatch> {
+  const [found] = await rows(
     db,
-    sql<PushedNotification>`
-      select id, title, body, image_url as "imageUrl", action_url as "actionUrl", localizations, data, options,
-             created_at as "createdAt", scheduled_for as "scheduledFor"
-        from notifications
-       where id in (select notification_id from deliveries where id = any(${deliveryIds}::uuid[]))`,
+    sql<{ notifications: PushedNotification[]; pending: ClaimedDelivery[]; credential: CredentialVersion | null }>`
+      select
+        (select coalesce(json_agg(n), '[]') from (
+           select id, title, body, image_url as "imageUrl", action_url as "actionUrl", localizations, data, options,
+                  created_at as "createdAt", scheduled_for as "scheduledFor"
+             from notifications
+            where id in (select notification_id from deliveries where id = any(${job.deliveryIds}::uuid[]))) n) as notifications,
+        (select coalesce(json_agg(p), '[]') from (
+           select d.id as "deliveryId", d.notification_id as "notificationId", d.installation_id as "installationRowId",
+                  i.provider_identifier as "providerIdentifier", i.status as "installationStatus", d.attempts + 1 as attempts, d.locale
+             from deliveries d left join installations i on i.id = d.installation_id
+            where d.id = any(${job.deliveryIds}::uuid[]) and d.state = 'pending') p) as pending,
+        (select json_build_object('id', c.id, 'version', floor(extract(epoch from c.updated_at) * 1000)::float8)
+           from provider_credentials c where c.application_id = ${job.applicationId} and c.provider = ${job.provider}) as credential`,
   );
-  return found.map((row) => ({ ...row, createdAt: asDate(row.createdAt), scheduledFor: row.scheduledFor && asDate(row.scheduledFor) }));
+  return {
+    notifications: found.notifications.map((row) => ({ ...row, createdAt: asDate(row.createdAt), scheduledFor: row.scheduledFor && asDate(row.scheduledFor) })),
+    pending: found.pending,
+    credential: found.credential,
+  };
 }
 
 /**
- * The batch's still-pending deliveries, with each installation's current identifier and the
- * number of the attempt about to be made. `countNow`: the attempt is written before the push goes
- * out (a ttl 0 push is made at most once, even if the process dies before its outcome is
- * recorded); otherwise it is written with the outcome (recordResults, countAttempts), one update
- * per push instead of two.
+ * Claims the batch's still-pending deliveries and counts the attempt about to be made before the
+ * push goes out: a ttl 0 push is made at most once, even if the process dies before its outcome
+ * is recorded.
  */
-export async function claimPending(db: Db, deliveryIds: string[], countNow: boolean): Promise<ClaimedDelivery[]> {
-  if (countNow) {
-    return rows(
-      db,
-      sql<ClaimedDelivery>`
-        with claimed as (
-          update deliveries set attempts = attempts + 1, last_attempt_at = now()
-           where id = any(${deliveryIds}::uuid[]) and state = 'pending'
-          returning id, notification_id, installation_id, attempts, locale
-        )
-        select c.id as "deliveryId", c.notification_id as "notificationId", c.installation_id as "installationRowId",
-               i.provider_identifier as "providerIdentifier", i.status as "installationStatus", c.attempts, c.locale
-          from claimed c left join installations i on i.id = c.installation_id`,
-    );
-  }
+export async function claimPending(db: Db, deliveryIds: string[]): Promise<ClaimedDelivery[]> {
   return rows(
     db,
     sql<ClaimedDelivery>`
-      select d.id as "deliveryId", d.notification_id as "notificationId", d.installation_id as "installationRowId",
-             i.provider_identifier as "providerIdentifier", i.status as "installationStatus", d.attempts + 1 as attempts, d.locale
-        from deliveries d left join installations i on i.id = d.installation_id
-       where d.id = any(${deliveryIds}::uuid[]) and d.state = 'pending'`,
+      with claimed as (
+        update deliveries set attempts = attempts + 1, last_attempt_at = now()
+         where id = any(${deliveryIds}::uuid[]) and state = 'pending'
+        returning id, notification_id, installation_id, attempts, locale
+      )
+      select c.id as "deliveryId", c.notification_id as "notificationId", c.installation_id as "installationRowId",
+             i.provider_identifier as "providerIdentifier", i.status as "installationStatus", c.attempts, c.locale
+        from claimed c left join installations i on i.id = c.installation_id`,
   );
 }
 
@@ -533,16 +550,35 @@ export async function recipientCounts(db: Db, notificationIds: string[]): Promis
   return notificationIds.map((id) => counts.get(id) ?? 0);
 }
 
-/** Moves queued notifications to `processing`, each once; answers those it moved (not those a previous run did). */
-export async function startProcessing(db: Db, notificationIds: string[]): Promise<string[]> {
-  const moved = await rows(
+/** A notification as its fanout reads it: what is pushed (not its recipients, resolved in SQL). */
+export type FannedNotification = {
+  id: string;
+  applicationId: string;
+  title: string | null;
+  body: string | null;
+  imageUrl: string | null;
+  actionUrl: string | null;
+  localizations: Localizations | null;
+  data: Record<string, unknown>;
+  options: Record<string, unknown>;
+  /** The providers its application has credentials for, as the fanout's transaction sees them. */
+  credentialProviders: string[];
+};
+
+/**
+ * Moves queued notifications to `processing`, each once, and answers those it moved (not those a
+ * previous run did) as their fanout reads them: one statement for what were three round trips.
+ */
+export async function startProcessing(db: Db, notificationIds: string[]): Promise<FannedNotification[]> {
+  return rows(
     db,
-    sql<{ id: string }>`
-      update notifications set status = 'processing', processing_started_at = now()
+    sql<FannedNotification>`
+      update notifications n set status = 'processing', processing_started_at = now()
        where id = any(${notificationIds}::uuid[]) and status = 'queued'
-      returning id`,
+      returning id, application_id as "applicationId", title, body, image_url as "imageUrl", action_url as "actionUrl",
+                localizations, data, options,
+                array(select c.provider from provider_credentials c where c.application_id = n.application_id) as "credentialProviders"`,
   );
-  return moved.map((row) => row.id);
 }
 
 /** A notification as it ended: what its log line, its metrics and its `notification.completed` webhook say. */
@@ -850,26 +886,48 @@ export async function findUnexpiredKey(db: Db, claim: KeyClaim, windowHours: num
   return found;
 }
 
+export type NewNotification = Pick<
+  NotificationRow,
+  'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options' | 'scheduledFor'
+> & { applicationId: string; userIds: string[] };
+
 /**
- * Claims the key for a new notification; false when an unexpired claim exists. A concurrent claim
- * of the same key blocks on the unique index until the first transaction ends, so simultaneous
- * retries create exactly one notification. An expired claim is taken over.
+ * Stores a queued notification, and with an Idempotency-Key claims the key for it in the same
+ * statement: undefined, with nothing written, when an unexpired claim of the key exists. A
+ * concurrent claim of the same key blocks on the unique index until the first transaction ends,
+ * so simultaneous retries create exactly one notification. An expired claim is taken over.
  */
-export async function claimKey(db: Db, claim: KeyClaim & { id: string; notificationId: string }, windowHours: number): Promise<boolean> {
-  const claimed = await rows(
-    db,
-    sql`
+export async function insertNotification(
+  db: Db,
+  notification: NewNotification,
+  claim: (KeyClaim & { id: string; windowHours: number }) | undefined,
+): Promise<NotificationRow | undefined> {
+  const n = notification;
+  const claimed = claim
+    ? sql`
       insert into idempotency_keys (id, application_id, key, request_hash, notification_id, created_at)
-      values (${claim.id}, ${claim.applicationId}, ${claim.key}, ${claim.hash}, ${claim.notificationId}, now())
+      values (${claim.id}, ${claim.applicationId}, ${claim.key}, ${claim.hash}, ${n.id}, now())
       on conflict (application_id, key) do update
         set request_hash = excluded.request_hash, notification_id = excluded.notification_id, created_at = now()
-        where idempotency_keys.created_at < now() - make_interval(hours => ${windowHours})
-      returning notification_id`,
+        where idempotency_keys.created_at < now() - make_interval(hours => ${claim.windowHours})
+      returning 1`
+    : sql`select 1`;
+  const [stored] = await rows(
+    db,
+    sql<NotificationRow>`
+      with claimed as (${claimed})
+      insert into notifications
+        (id, application_id, status, title, body, image_url, action_url, localizations, data, options, user_ids, created_at, scheduled_for)
+      select ${n.id}, ${n.applicationId}, 'queued', ${n.title}, ${n.body}, ${n.imageUrl}, ${n.actionUrl},
+             ${n.localizations === null ? null : JSON.stringify(n.localizations)}::jsonb, ${JSON.stringify(n.data)}::jsonb,
+             ${JSON.stringify(n.options)}::jsonb, ${n.userIds}::text[], now(), ${n.scheduledFor}::timestamptz
+       where exists (select from claimed)
+      returning ${notificationColumns}`,
   );
-  return claimed.length > 0;
+  return stored && notificationRow(stored);
 }
 
-/** The claim that won, read after claimKey found one. */
+/** The claim that won, read after insertNotification found one. */
 export async function findKey(db: Db, claim: Pick<KeyClaim, 'applicationId' | 'key'>): Promise<KeyRow> {
   const [found] = await rows(
     db,

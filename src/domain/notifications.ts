@@ -5,15 +5,14 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../generated/api.ts';
 import { decodeCursor, toPage } from './cursor.ts';
-import { addFieldError, conflict, fieldErrors, notFound, validationFailed, type FieldErrors } from './errors.ts';
-import { Notification } from '../db/entities.ts';
+import { addFieldError, conflict, fieldErrors, HttpError, notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { jobPriority } from './fanout.ts';
 import {
-  claimKey,
   deleteExpiredKeys,
   findKey,
   findNotificationRow,
   findUnexpiredKey,
+  insertNotification,
   listNotificationRows,
   type FinishedNotification,
   type KeyClaim,
@@ -124,9 +123,12 @@ export type SendInput = {
 };
 
 /**
- * The order: the rules of the body (422), then a replay of an accepted Idempotency-Key (free: a
- * safe retry never takes quota and is never 429), then the quota, then one transaction that claims
- * the key, stores the notification and enqueues its fanout.
+ * The order: the rules of the body (422), then the quota (429), then one transaction that claims
+ * the key, stores the notification (one statement) and enqueues its fanout. A replay of an
+ * accepted Idempotency-Key takes nothing from the quota (what it took is given back) and is never
+ * refused: a send refused by the quota is answered as the replay it is, when it is one. Replays are
+ * rare and may cost a few round trips more; a new send costs five (quota, begin, store, enqueue,
+ * commit).
  */
 export async function sendNotification(
   em: EntityManager,
@@ -137,57 +139,50 @@ export async function sendNotification(
   const problems = sendRuleViolations(request);
   if (Object.keys(problems).length > 0) throw validationFailed(problems);
 
-  const hash = requestHash(request);
-  if (idempotencyKey !== undefined) {
-    const original = await findIdempotentSend(em, { applicationId, key: idempotencyKey, hash });
-    if (original) return { notification: await findNotification(em, applicationId, original), accepted: false };
+  const claim = idempotencyKey === undefined ? undefined : { applicationId, key: idempotencyKey, hash: requestHash(request) };
+  const replay = async (originalId: string) => ({ notification: await findNotification(em, applicationId, originalId), accepted: false });
+  try {
+    await input.admit();
+  } catch (refusal) {
+    const original = claim && refusal instanceof HttpError && refusal.status === 429 ? await findIdempotentSend(em, claim) : null;
+    if (original) return replay(original);
+    throw refusal;
   }
-  await input.admit();
 
   const startAfter = scheduledFor(request, new Date());
-  const result = await em.transactional(async (tx) => {
-    const id = uuidv7();
-    if (idempotencyKey !== undefined) {
-      const original = await claimIdempotencyKey(tx, { applicationId, key: idempotencyKey, hash, notificationId: id });
-      if (original) return { notification: null, originalId: original };
-    }
-    const notification = tx.create(Notification, {
-      id,
-      applicationId,
-      status: 'queued',
-      title: request.notification.title ?? null,
-      body: request.notification.body ?? null,
-      imageUrl: request.notification.image_url ?? null,
-      actionUrl: request.notification.action_url ?? null,
-      localizations: Object.keys(request.notification.localizations ?? {}).length > 0 ? request.notification.localizations : null,
-      data: request.data ?? {},
-      options: request.options ?? {},
-      userIds: request.recipients.user_ids,
-      scheduledFor: startAfter,
+  let stored: { notification: NotificationRow; originalId: null } | { notification: null; originalId: string };
+  try {
+    stored = await em.transactional(async (tx) => {
+      const id = uuidv7();
+      const notification = await insertNotification(
+        tx,
+        {
+          id,
+          applicationId,
+          title: request.notification.title ?? null,
+          body: request.notification.body ?? null,
+          imageUrl: request.notification.image_url ?? null,
+          actionUrl: request.notification.action_url ?? null,
+          localizations: Object.keys(request.notification.localizations ?? {}).length > 0 ? request.notification.localizations! : null,
+          data: request.data ?? {},
+          options: request.options ?? {},
+          userIds: request.recipients.user_ids,
+          scheduledFor: startAfter,
+        },
+        claim && { ...claim, id: uuidv7(), windowHours: idempotencyWindowHours },
+      );
+      if (!notification) return { notification: null, originalId: await claimHolder(tx, claim!) };
+      await fanouts.enqueue(tx, { notificationId: id, applicationId }, { priority: jobPriority(request.options ?? {}), startAfter });
+      return { notification, originalId: null };
     });
-    await tx.flush();
-    await fanouts.enqueue(tx, { notificationId: id, applicationId }, { priority: jobPriority(request.options ?? {}), startAfter });
-    return { notification, originalId: null };
-  });
-  if (result.notification) return { notification: storedRow(result.notification), accepted: true };
+  } catch (error) {
+    // The key names another request: nothing was created, so nothing is taken.
+    if (error instanceof HttpError && error.status === 409) await input.refund();
+    throw error;
+  }
+  if (stored.notification) return { notification: stored.notification, accepted: true };
   await input.refund();
-  return { notification: await findNotification(em, applicationId, result.originalId), accepted: false };
-}
-
-/** A notification just stored, as a read of it would find it. */
-function storedRow(notification: Notification): NotificationRow {
-  return {
-    ...notification,
-    title: notification.title ?? null,
-    body: notification.body ?? null,
-    imageUrl: notification.imageUrl ?? null,
-    actionUrl: notification.actionUrl ?? null,
-    localizations: notification.localizations ?? null,
-    targetUsers: notification.userIds.length,
-    scheduledFor: notification.scheduledFor ?? null,
-    processingStartedAt: notification.processingStartedAt ?? null,
-    completedAt: notification.completedAt ?? null,
-  };
+  return replay(stored.originalId);
 }
 
 const keyReusedMessage = 'This Idempotency-Key was already used for a different request.';
@@ -200,9 +195,8 @@ async function findIdempotentSend(em: EntityManager, claim: KeyClaim): Promise<s
   return existing.notificationId;
 }
 
-/** Claims the key for a new notification, or returns the id of the notification it already names. */
-async function claimIdempotencyKey(tx: EntityManager, claim: KeyClaim & { notificationId: string }): Promise<string | null> {
-  if (await claimKey(tx, { ...claim, id: uuidv7() }, idempotencyWindowHours)) return null;
+/** The notification of the claim insertNotification found (same request), or 409. */
+async function claimHolder(tx: EntityManager, claim: KeyClaim): Promise<string> {
   const existing = await findKey(tx, claim);
   if (existing.requestHash !== claim.hash) throw conflict(keyReusedMessage);
   return existing.notificationId;

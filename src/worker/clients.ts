@@ -8,12 +8,18 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { openCredential, type ApnsCredentials, type FcmCredentials, type Provider } from '../domain/credentials.ts';
 import { ProviderCredential } from '../db/entities.ts';
+import type { CredentialVersion } from '../db/sql.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { ProviderEndpoints, PushProvider } from '../providers/provider.ts';
 
 export type ProviderClient = { credentialId: string; provider: PushProvider };
 export type ProviderClients = {
-  get(em: EntityManager, applicationId: string, provider: Provider): Promise<ProviderClient | null>;
+  /**
+   * The application's client for the provider; null without a credential. `current`: the
+   * credential's version as the caller just read it (null: none), so that a cached client costs no
+   * round trip; without it, the credential is looked up.
+   */
+  get(em: EntityManager, applicationId: string, provider: Provider, current?: CredentialVersion | null): Promise<ProviderClient | null>;
   /**
    * After each batch: whether it reached the provider at all. A client that missed it
    * `rebuildAfter` batches in a row, or whose send hung past its deadline (`broken`), is closed,
@@ -51,28 +57,31 @@ export function createProviderClients(options: {
   };
 
   return {
-    async get(em, applicationId, provider) {
-      const credential = await em.findOne(ProviderCredential, { applicationId, provider }, { disableIdentityMap: true });
+    async get(em, applicationId, provider, current) {
       const cacheKey = `${applicationId}:${provider}`;
+      const usable = (entry: Cached | undefined, wanted: CredentialVersion): entry is Cached =>
+        entry?.credentialId === wanted.id && entry.version === wanted.version;
+      if (current && usable(cache.get(cacheKey), current)) return cache.get(cacheKey)!;
+      const credential = current === null ? null : await em.findOne(ProviderCredential, { applicationId, provider }, { disableIdentityMap: true });
       const cached = cache.get(cacheKey);
       if (!credential) {
         cache.delete(cacheKey);
         await cached?.provider.close();
         return null;
       }
-      const version = credential.updatedAt.getTime();
-      const usable = (entry: Cached | undefined): entry is Cached => entry?.credentialId === credential.id && entry.version === version;
-      if (usable(cached)) return cached;
+      // The version the caller read, when it gave one: what its next batch will compare with.
+      const wanted = { id: credential.id, version: current?.id === credential.id ? current.version : credential.updatedAt.getTime() };
+      if (usable(cached, wanted)) return cached;
       if (!factories[provider]) {
         // The first client of this provider: its library is imported now. A concurrent batch may
         // have opened the client meanwhile.
         await importFactory(provider);
         const meanwhile = cache.get(cacheKey);
-        if (usable(meanwhile)) return meanwhile;
+        if (usable(meanwhile, wanted)) return meanwhile;
       }
       // No await between the lookup and the set: concurrent batches share one client.
       const replaced = cache.get(cacheKey);
-      const fresh = { credentialId: credential.id, version, provider: open(credential), unreachable: 0 };
+      const fresh = { credentialId: credential.id, version: wanted.version, provider: open(credential), unreachable: 0 };
       cache.set(cacheKey, fresh);
       await replaced?.provider.close();
       return fresh;

@@ -5,7 +5,6 @@ import { performance } from 'node:perf_hooks';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
 import { v7 as uuidv7 } from 'uuid';
-import { Notification, ProviderCredential } from '../db/entities.ts';
 import {
   classify,
   countsAttemptBeforePush,
@@ -45,14 +44,15 @@ import {
   markCredentialUnhealthy,
   markCredentialUnreachable,
   notificationProgress,
-  notificationsOfDeliveries,
   recipientCounts,
+  readBatch,
   recordResults,
   startProcessing,
   targetInstallations,
   type Candidate,
   type ClaimedDelivery,
   type DeliveryResult,
+  type FannedNotification,
   type FinishedNotification,
   type Invalidation,
   type MovedCount,
@@ -141,17 +141,14 @@ const recipientsPerTransaction = 5_000;
 async function fanOutTogether(em: EntityManager, context: JobContext, jobs: FanoutJob[]): Promise<void> {
   const fanned = await em.fork().transactional(async (tx) => {
     // Everything below commits together: a re-run after a crash either sees it all or redoes it all.
-    const started = await startProcessing(tx, jobs.map((job) => job.notificationId));
-    // Read only, and without the recipients (FannedNotification).
-    const notifications =
-      started.length === 0 ? [] : await tx.find(Notification, { id: { $in: started } }, { exclude: ['userIds'], disableIdentityMap: true });
+    const notifications = await startProcessing(tx, jobs.map((job) => job.notificationId));
+    const started = notifications.map((notification) => notification.id);
     const localized = notifications.some((notification) => Object.keys(notification.localizations ?? {}).length > 0);
     const candidates = started.length === 0 ? [] : await targetInstallations(tx, started, localized);
     const candidatesOf = Map.groupBy(candidates, (candidate) => candidate.notificationId);
-    const platformsOf = await platformsWithCredentials(tx, [...new Set(notifications.map((notification) => notification.applicationId))]);
     const fanouts = notifications.map((notification) => ({
       notification,
-      ...fanOut(notification, candidatesOf.get(notification.id) ?? [], platformsOf.get(notification.applicationId) ?? new Set()),
+      ...fanOut(notification, candidatesOf.get(notification.id) ?? []),
     }));
     await insertDeliveries(tx, fanouts.flatMap((fanout) => fanout.deliveries));
     // A notification with nothing to push ends now.
@@ -205,33 +202,16 @@ function deliverBatches(
   );
 }
 
-/** For each application, the platforms whose provider it has credentials for (none: absent). */
-async function platformsWithCredentials(tx: EntityManager, applicationIds: string[]): Promise<Map<string, Set<string>>> {
-  const credentials = await tx.find(ProviderCredential, { applicationId: { $in: applicationIds } }, { fields: ['applicationId', 'provider'] });
-  const platformsOf = new Map<string, Set<string>>();
-  for (const { applicationId, provider } of credentials) {
-    const platforms = platformsOf.get(applicationId) ?? new Set<string>();
-    platformsOf.set(applicationId, platforms);
-    for (const [platform, itsProvider] of Object.entries(providerOf)) if (itsProvider === provider) platforms.add(platform);
-  }
-  return platformsOf;
-}
-
-/** A notification as the fanout reads it: without its recipients, resolved in SQL. */
-type FannedNotification = Pick<
-  Notification,
-  'id' | 'applicationId' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options'
->;
-
 /** One notification's fanout, without I/O: its deliveries to write. */
-function fanOut(
-  notification: FannedNotification,
-  candidates: Candidate[],
-  withCredentials: ReadonlySet<string>,
-): { deliveries: NewDelivery[]; skips: Map<string, MovedCount[]> } {
+function fanOut(notification: FannedNotification, candidates: Candidate[]): { deliveries: NewDelivery[]; skips: Map<string, MovedCount[]> } {
   const { id: notificationId, applicationId } = notification;
   const tags = Object.keys(notification.localizations ?? {});
   const content = pushContent(notification);
+  const withCredentials = new Set(
+    Object.entries(providerOf)
+      .filter(([, provider]) => notification.credentialProviders.includes(provider))
+      .map(([platform]) => platform),
+  );
   const classified = classify(candidates, { dataOnly: isDataOnly(content), platformsWithCredentials: withCredentials });
   // Each device gets its localization (or the default content, null); the push is cut to fit
   // once per platform and localization; the deliver jobs cut it the same way (fitToPlatform is pure).
@@ -384,13 +364,16 @@ function settle(notifications: BatchNotifications, sent: ClaimedDelivery[], outc
  */
 export async function runDeliver(em: EntityManager, context: JobContext, job: DeliverJob): Promise<void> {
   const db = em.fork();
-  const notifications: BatchNotifications = new Map((await notificationsOfDeliveries(db, job.deliveryIds)).map((n) => [n.id, n]));
+  const provider = providerOf[job.platform];
+  const batch = await readBatch(db, { ...job, provider });
+  const notifications: BatchNotifications = new Map(batch.notifications.map((n) => [n.id, n]));
   if (notifications.size === 0) return;
   // Counting at the claim instead of with the outcome still counts each attempt once: a batch with a
   // ttl 0 notification among others counts them all at the claim.
   const countAtClaim = [...notifications.values()].some(countsAttemptBeforePush);
-  const { sendable, unsendable } = await claim(db, notifications, job, countAtClaim);
-  const client = sendable.length > 0 ? await context.clients.get(db, job.applicationId, providerOf[job.platform]) : null;
+  const pending = countAtClaim ? await claimPending(db, job.deliveryIds) : batch.pending;
+  const { sendable, unsendable } = sortClaimed(notifications, pending);
+  const client = sendable.length > 0 ? await context.clients.get(db, job.applicationId, provider, batch.credential) : null;
   if (sendable.length > 0 && !client) {
     for (const delivery of sendable) unsendable.push(ended(delivery.deliveryId, 'skipped', 'no_credentials'));
   }
@@ -407,16 +390,11 @@ const ended = (deliveryId: string, state: 'skipped' | 'failed', reason: string):
   providerMessageId: null,
 });
 
-/** Claims the batch's pending deliveries: those that can still be pushed, and the end of the others. */
-async function claim(
-  db: EntityManager,
-  notifications: BatchNotifications,
-  job: DeliverJob,
-  countNow: boolean,
-): Promise<{ sendable: ClaimedDelivery[]; unsendable: DeliveryResult[] }> {
+/** The batch's pending deliveries: those that can still be pushed, and the end of the others. */
+function sortClaimed(notifications: BatchNotifications, pending: ClaimedDelivery[]): { sendable: ClaimedDelivery[]; unsendable: DeliveryResult[] } {
   const sendable: ClaimedDelivery[] = [];
   const unsendable: DeliveryResult[] = [];
-  for (const delivery of await claimPending(db, job.deliveryIds, countNow)) {
+  for (const delivery of pending) {
     if (!delivery.installationRowId || !delivery.providerIdentifier) unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_deleted'));
     else if (delivery.installationStatus !== 'active') unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_invalid'));
     else if (!mayAttempt(notifications.get(delivery.notificationId)!, delivery.attempts)) unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
@@ -586,7 +564,7 @@ async function recordIn(tx: EntityManager, context: JobContext, job: DeliverJob,
 export async function failDeliver(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, job: DeliverJob): Promise<void> {
   const { webhooks } = context;
   const db = em.fork();
-  const notificationIds = (await notificationsOfDeliveries(db, job.deliveryIds)).map((notification) => notification.id);
+  const notificationIds = (await readBatch(db, { ...job, provider: providerOf[job.platform] })).notifications.map((notification) => notification.id);
   const results = job.deliveryIds.map((deliveryId): DeliveryResult => ({ deliveryId, state: 'failed', reason: 'internal_error', providerMessageId: null }));
   if (await webhooks.wants(db, job.applicationId, 'delivery.failed')) {
     const moved = await db.transactional(async (tx) => {
