@@ -127,8 +127,8 @@ export type SendInput = {
  * the key, stores the notification (one statement) and enqueues its fanout. A replay of an
  * accepted Idempotency-Key takes nothing from the quota (what it took is given back) and is never
  * refused: a send refused by the quota is answered as the replay it is, when it is one. Replays are
- * rare and may cost a few round trips more; a new send costs five (quota, begin, store, enqueue,
- * commit).
+ * rare and may cost a few round trips more; a new send costs four in a row (the quota beside the
+ * BEGIN, store, enqueue, COMMIT).
  */
 export async function sendNotification(
   em: EntityManager,
@@ -141,18 +141,14 @@ export async function sendNotification(
 
   const claim = idempotencyKey === undefined ? undefined : { applicationId, key: idempotencyKey, hash: requestHash(request) };
   const replay = async (originalId: string) => ({ notification: await findNotification(em, applicationId, originalId), accepted: false });
-  try {
-    await input.admit();
-  } catch (refusal) {
-    const original = claim && refusal instanceof HttpError && refusal.status === 429 ? await findIdempotentSend(em, claim) : null;
-    if (original) return replay(original);
-    throw refusal;
-  }
-
   const startAfter = scheduledFor(request, new Date());
+  // Awaited first thing in the transaction: the quota's round trip and the BEGIN overlap.
+  const admission = input.admit();
+  admission.catch(() => undefined);
   let stored: { notification: NotificationRow; originalId: null } | { notification: null; originalId: string };
   try {
     stored = await em.transactional(async (tx) => {
+      await admission;
       const id = uuidv7();
       const notification = await insertNotification(
         tx,
@@ -176,6 +172,10 @@ export async function sendNotification(
       return { notification, originalId: null };
     });
   } catch (error) {
+    // Refused by the quota: a replay is answered all the same (and the key's other use is 409).
+    const refused = error instanceof HttpError && error.status === 429;
+    const original = refused && claim ? await findIdempotentSend(em, claim) : null;
+    if (original) return replay(original);
     // The key names another request: nothing was created, so nothing is taken.
     if (error instanceof HttpError && error.status === 409) await input.refund();
     throw error;

@@ -30,7 +30,6 @@ export function sendQuota(limiter: SendLimiter, fallback: SendPolicy): SendQuota
       const allowance = await limiter.consume(applicationId, policyOf(req));
       setFields(res, allowance);
       if (!allowance.allowed) {
-        sendAnswered(applicationId, 'rate_limited');
         throw new HttpError(429, messages.tooManyRequests, undefined, {
           'Retry-After': String(Math.max(1, allowance.resetSeconds)),
         });
@@ -49,15 +48,19 @@ export function sendQuota(limiter: SendLimiter, fallback: SendPolicy): SendQuota
 
 /**
  * An error answer of the send operation past authentication (a bad body, a 422) still carries the
- * quota fields. Before authentication there is no application, so nothing to announce.
+ * quota fields. Before authentication there is no application, so nothing to announce. A 429 is
+ * counted here, where it is answered: a refused send that turns out to be a replay is not one.
  */
 export function announceQuotaOnError(quota: SendQuota, path: string): ErrorRequestHandler {
   return async (error, req, res, next) => {
-    if (req.method === 'POST' && req.path === path && !res.headersSent && !res.hasHeader('RateLimit')) {
-      try {
-        await quota.announce(req, res);
-      } catch {
-        // Unauthenticated, or the database is down: the error being answered is what matters.
+    if (req.method === 'POST' && req.path === path && !res.headersSent) {
+      if (error instanceof HttpError && error.status === 429) sendAnswered(principalOf(req).applicationId, 'rate_limited');
+      if (!res.hasHeader('RateLimit')) {
+        try {
+          await quota.announce(req, res);
+        } catch {
+          // Unauthenticated, or the database is down: the error being answered is what matters.
+        }
       }
     }
     next(error);
