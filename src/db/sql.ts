@@ -551,16 +551,8 @@ export async function recipientCounts(db: Db, notificationIds: string[]): Promis
 }
 
 /** A notification as its fanout reads it: what is pushed (not its recipients, resolved in SQL). */
-export type FannedNotification = {
-  id: string;
+export type FannedNotification = Pick<NotificationRow, 'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options'> & {
   applicationId: string;
-  title: string | null;
-  body: string | null;
-  imageUrl: string | null;
-  actionUrl: string | null;
-  localizations: Localizations | null;
-  data: Record<string, unknown>;
-  options: Record<string, unknown>;
   /** The providers its application has credentials for, as the fanout's transaction sees them. */
   credentialProviders: string[];
 };
