@@ -317,8 +317,9 @@ async function queueTimes(pool: pg.Pool, schema: string, since: number): Promise
 
 /**
  * Where the time from a 202 to the first push goes: median milliseconds after the 202 at which the
- * fanout job was picked up and completed, the first deliver job was picked up, its deliveries were
- * claimed (last_attempt_at), and the first push was received. Fanout jobs carry the notification's id;
+ * fanout job was picked up and completed, the first deliver job was picked up, the transaction of
+ * its first chunk began (the deliveries' last_attempt_at: the outcome's update sets it to now(), that
+ * transaction's start), and the first push was received. Fanout jobs carry the notification's id;
  * deliver jobs, its deliveries' ids.
  */
 async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: Received): Promise<Record<string, number>> {
@@ -340,7 +341,7 @@ async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: R
     'fanout picked up': offsets((row) => Number(row.fanout_started)),
     'fanout done': offsets((row) => Number(row.fanout_completed)),
     'deliver picked up': offsets((row) => Number(row.deliver_started)),
-    'deliveries claimed': offsets((row) => Number(row.claimed)),
+    'first chunk began': offsets((row) => Number(row.claimed)),
     'first push': offsets((_, notification) => received.first.get(notification.id) ?? Number.NaN),
   };
 }
