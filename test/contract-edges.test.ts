@@ -228,13 +228,25 @@ describe('HEAD and canonical paths', () => {
 });
 
 describe('idempotent retries are free', () => {
-  test('a replay is answered with the original even when the quota is used up, and takes nothing from it', async () => {
-    const limited = await startHarness({ sendPolicy: { quota: 2, windowSeconds: 3600 } });
+  /** A harness whose applications may send `quota` an hour, with one application and its keyed send. */
+  async function withQuota(
+    quota: number,
+    run: (limited: { harness: Harness; applicationId: string; token: string; post: (key: string, body?: object) => request.Test }) => Promise<void>,
+  ): Promise<void> {
+    const harness = await startHarness({ sendPolicy: { quota, windowSeconds: 3600 } });
     try {
-      const app = await limited.newApplication('replay');
+      const app = await harness.newApplication('quota');
       const token = await app.token();
       const post = (key: string, body: object = send) =>
-        request(limited.app).post('/api/v1/notifications').set('Authorization', bearer(token)).set('Idempotency-Key', key).send(body);
+        request(harness.app).post('/api/v1/notifications').set('Authorization', bearer(token)).set('Idempotency-Key', key).send(body);
+      await run({ harness, applicationId: app.id, token, post });
+    } finally {
+      await harness.close();
+    }
+  }
+
+  test('a replay is answered with the original even when the quota is used up, and takes nothing from it', () =>
+    withQuota(2, async ({ post }) => {
       const first = await post('order-1');
       expect(first.status).toBe(202);
       expect(first.headers.ratelimit).toMatch(/^"send";r=1;/);
@@ -254,18 +266,10 @@ describe('idempotent retries are free', () => {
       expect(other.status).toBe(409);
       expect(other.body).toEqual({ message: 'This Idempotency-Key was already used for a different request.' });
       expect(other.headers.ratelimit).toMatch(/^"send";r=0;/);
-    } finally {
-      await limited.close();
-    }
-  });
+    }));
 
-  test('with quota left, a replay and a reused key (409) take nothing from it either', async () => {
-    const limited = await startHarness({ sendPolicy: { quota: 5, windowSeconds: 3600 } });
-    try {
-      const app = await limited.newApplication('left');
-      const token = await app.token();
-      const post = (key: string, body: object = send) =>
-        request(limited.app).post('/api/v1/notifications').set('Authorization', bearer(token)).set('Idempotency-Key', key).send(body);
+  test('with quota left, a replay and a reused key (409) take nothing from it either', () =>
+    withQuota(5, async ({ harness, applicationId, post }) => {
       expect((await post('left-1')).headers.ratelimit).toMatch(/^"send";r=4;/);
       const replay = await post('left-1');
       expect(replay.body.meta).toEqual({ accepted: false });
@@ -274,31 +278,18 @@ describe('idempotent retries are free', () => {
       expect(reused.status).toBe(409);
       expect(reused.headers.ratelimit).toMatch(/^"send";r=4;/);
       expect((await post('left-2')).headers.ratelimit).toMatch(/^"send";r=3;/);
-      expect(await countNotifications(limited.orm, app.id)).toBe(2);
-    } finally {
-      await limited.close();
-    }
-  });
+      expect(await countNotifications(harness.orm, applicationId)).toBe(2);
+    }));
 
-  test('concurrent first sends with one key create one notification and take one send from the quota', async () => {
-    const limited = await startHarness({ sendPolicy: { quota: 100, windowSeconds: 3600 } });
-    try {
-      const app = await limited.newApplication('race');
-      const token = await app.token();
-      const answers = await Promise.all(
-        Array.from({ length: 10 }, () =>
-          request(limited.app).post('/api/v1/notifications').set('Authorization', bearer(token)).set('Idempotency-Key', 'race-1').send(send),
-        ),
-      );
+  test('concurrent first sends with one key create one notification and take one send from the quota', () =>
+    withQuota(100, async ({ harness, token, post }) => {
+      const answers = await Promise.all(Array.from({ length: 10 }, () => post('race-1')));
       expect(new Set(answers.map((res) => res.body.data.id)).size).toBe(1);
       expect(answers.filter((res) => res.body.meta.accepted)).toHaveLength(1);
-      const after = await request(limited.app).post('/api/v1/notifications').set('Authorization', bearer(token)).send({});
+      const after = await request(harness.app).post('/api/v1/notifications').set('Authorization', bearer(token)).send({});
       expect(after.status).toBe(422);
       expect(after.headers.ratelimit).toMatch(/^"send";r=99;/);
-    } finally {
-      await limited.close();
-    }
-  });
+    }));
 
   test('every send answer past authentication announces the quota, schema 422 and malformed JSON included', async () => {
     const schema = await request(harness.app).post('/api/v1/notifications').set('Authorization', bearer(all)).send({ recipients: {} });

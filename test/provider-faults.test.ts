@@ -56,16 +56,17 @@ test('a client whose batches cannot reach the provider three times in a row is r
   const app = await pipeline.newApplication();
   const clients = createProviderClients({ key: pipeline.credentialsKey, endpoints: pipeline.endpoints, logger: silentLogger });
   const em = () => pipeline.harness.orm.em.fork();
+  const credential = (await readBatch(em(), { applicationId: app.id, provider: 'fcm', deliveryIds: [] })).credential;
   try {
-    const first = (await clients.get(em(), app.id, 'fcm'))!;
+    const first = (await clients.get(em(), app.id, 'fcm', credential))!;
     clients.report(first, 'unreachable');
     clients.report(first, 'unreachable');
     clients.report(first, 'reached');
     clients.report(first, 'unreachable');
     clients.report(first, 'unreachable');
-    expect(await clients.get(em(), app.id, 'fcm')).toBe(first);
+    expect(await clients.get(em(), app.id, 'fcm', credential)).toBe(first);
     clients.report(first, 'unreachable');
-    const second = (await clients.get(em(), app.id, 'fcm'))!;
+    const second = (await clients.get(em(), app.id, 'fcm', credential))!;
     expect(second).not.toBe(first);
     expect(second.credentialId).toBe(first.credentialId);
   } finally {

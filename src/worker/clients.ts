@@ -16,10 +16,10 @@ export type ProviderClient = { credentialId: string; provider: PushProvider };
 export type ProviderClients = {
   /**
    * The application's client for the provider; null without a credential. `current`: the
-   * credential's version as the caller just read it (null: none), so that a cached client costs no
-   * round trip; without it, the credential is looked up.
+   * credential's id and version as the batch just read them (readBatch; null: none), so that a
+   * cached client costs no round trip; the row is read only to open a new one.
    */
-  get(em: EntityManager, applicationId: string, provider: Provider, current?: CredentialVersion | null): Promise<ProviderClient | null>;
+  get(em: EntityManager, applicationId: string, provider: Provider, current: CredentialVersion | null): Promise<ProviderClient | null>;
   /**
    * After each batch: whether it reached the provider at all. A client that missed it
    * `rebuildAfter` batches in a row, or whose send hung past its deadline (`broken`), is closed,
@@ -59,29 +59,26 @@ export function createProviderClients(options: {
   return {
     async get(em, applicationId, provider, current) {
       const cacheKey = `${applicationId}:${provider}`;
-      const usable = (entry: Cached | undefined, wanted: CredentialVersion): entry is Cached =>
-        entry?.credentialId === wanted.id && entry.version === wanted.version;
-      if (current && usable(cache.get(cacheKey), current)) return cache.get(cacheKey)!;
-      const credential = current === null ? null : await em.findOne(ProviderCredential, { applicationId, provider }, { disableIdentityMap: true });
+      // The client opened with the credential as the batch read it (id and version).
+      const usable = (entry: Cached) => current !== null && entry.credentialId === current.id && entry.version === current.version;
       const cached = cache.get(cacheKey);
+      if (cached && usable(cached)) return cached;
+      const credential = current && (await em.findOne(ProviderCredential, { id: current.id }, { disableIdentityMap: true }));
       if (!credential) {
         cache.delete(cacheKey);
         await cached?.provider.close();
         return null;
       }
-      // The version the caller read, when it gave one: what its next batch will compare with.
-      const wanted = { id: credential.id, version: current?.id === credential.id ? current.version : credential.updatedAt.getTime() };
-      if (usable(cached, wanted)) return cached;
       if (!factories[provider]) {
         // The first client of this provider: its library is imported now. A concurrent batch may
         // have opened the client meanwhile.
         await importFactory(provider);
         const meanwhile = cache.get(cacheKey);
-        if (usable(meanwhile, wanted)) return meanwhile;
+        if (meanwhile && usable(meanwhile)) return meanwhile;
       }
       // No await between the lookup and the set: concurrent batches share one client.
       const replaced = cache.get(cacheKey);
-      const fresh = { credentialId: credential.id, version: wanted.version, provider: open(credential), unreachable: 0 };
+      const fresh = { credentialId: credential.id, version: current.version, provider: open(credential), unreachable: 0 };
       cache.set(cacheKey, fresh);
       await replaced?.provider.close();
       return fresh;
