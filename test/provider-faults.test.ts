@@ -94,7 +94,15 @@ test('a batch that read the credential its cached client was opened with reuses 
 
     expect(await clients.get(em(), app.id, 'fcm', null)).toBeNull();
     // The removed credential's client was dropped: the same version now opens a fresh one.
-    expect(await clients.get(em(), app.id, 'fcm', changed)).not.toBe(second);
+    const reopened = await clients.get(em(), app.id, 'fcm', changed);
+    expect(reopened).not.toBe(second);
+
+    // Batches asking at once for a client not open yet share the one opened: none closes another's.
+    await em().getConnection().execute(`update provider_credentials set updated_at = updated_at + interval '1 second' where application_id = ? and provider = 'fcm'`, [app.id]);
+    const bumped = await read();
+    const concurrent = await Promise.all(Array.from({ length: 4 }, () => clients.get(em(), app.id, 'fcm', bumped)));
+    expect(new Set(concurrent).size).toBe(1);
+    expect(concurrent[0]).not.toBe(reopened);
   } finally {
     await clients.close();
   }

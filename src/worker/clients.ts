@@ -60,21 +60,25 @@ export function createProviderClients(options: {
     async get(em, applicationId, provider, current) {
       const cacheKey = `${applicationId}:${provider}`;
       // The client opened with the credential as the batch read it (id and version).
-      const usable = (entry: Cached) => current !== null && entry.credentialId === current.id && entry.version === current.version;
-      const cached = cache.get(cacheKey);
-      if (cached && usable(cached)) return cached;
+      const usable = (entry: Cached | undefined): entry is Cached =>
+        current !== null && entry !== undefined && entry.credentialId === current.id && entry.version === current.version;
+      const known = cache.get(cacheKey);
+      if (usable(known)) return known;
       const credential = current && (await em.findOne(ProviderCredential, { id: current.id }, { disableIdentityMap: true }));
+      // Read after the await: a concurrent batch may have opened the client meanwhile.
+      const cached = cache.get(cacheKey);
       if (!credential) {
         cache.delete(cacheKey);
         await cached?.provider.close();
         return null;
       }
+      if (usable(cached)) return cached;
       if (!factories[provider]) {
         // The first client of this provider: its library is imported now. A concurrent batch may
         // have opened the client meanwhile.
         await importFactory(provider);
         const meanwhile = cache.get(cacheKey);
-        if (meanwhile && usable(meanwhile)) return meanwhile;
+        if (usable(meanwhile)) return meanwhile;
       }
       // No await between the lookup and the set: concurrent batches share one client.
       const replaced = cache.get(cacheKey);
