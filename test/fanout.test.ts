@@ -56,6 +56,19 @@ test('every installation of every target user gets one push, and the notificatio
   expect(message.data.herald_notification_id).toBe(id);
 });
 
+test('user ids with quotes, backslashes, commas, braces, blanks and the word NULL reach their devices unchanged', async () => {
+  const app = await pipeline.newApplication();
+  const users = ['say "hi"', 'back\\slash', 'a,b', '{braces}', 'NULL', ' spaced ', 'ünï\tcode'];
+  for (const [i, user] of users.entries()) await app.register(`awkward-${i}`, ios(`awkward-token-${i}`, user));
+  const id = await app.send({ recipients: { user_ids: users }, notification: { title: 'Quoted' } });
+  const notification = await app.settled(id);
+
+  expect(notification.statistics).toMatchObject({ users: users.length, installations: users.length, accepted: users.length });
+  const deliveries = await app.deliveries(id);
+  expect(deliveries.map((d) => [d.installation_id, d.user_id]).sort()).toEqual(users.map((user, i) => [`awkward-${i}`, user]).sort());
+  for (const i of users.keys()) expect(apnsTo(`awkward-token-${i}`)).toHaveLength(1);
+});
+
 test("the fanout reads only its targets' installations, one probe of (application_id, user_id) a user, even where the planner would rather hash the application's", async () => {
   const app = await pipeline.newApplication();
   const others = Array.from({ length: 30 }, (_, i) => `other-${i}`);

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
 import type { PgBoss } from 'pg-boss';
+import type { components } from '../../src/generated/api.ts';
 import { setApnsCredentials, setFcmCredentials } from '../../src/domain/credentials.ts';
 import { createProviderClients, type ProviderClients } from '../../src/worker/clients.ts';
 import { startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
@@ -122,7 +123,7 @@ export async function startPipeline(
             .query({ limit: '100', ...query })
             .set('Authorization', `Bearer ${server}`)
             .expect(200);
-          return res.body.data as { id: string; installation_id: string; state: string; reason: string | null; attempts: number }[];
+          return res.body.data as components['schemas']['Delivery'][];
         },
         async installation(installationId: string) {
           const res = await api().get(`/api/v1/installations/${installationId}`).set('Authorization', `Bearer ${client}`).expect(200);
