@@ -324,12 +324,20 @@ async function queueTimes(pool: pg.Pool, schema: string, since: number): Promise
  */
 async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: Received): Promise<Record<string, number>> {
   const { rows } = await pool.query<{ id: string; fanout_started: string; fanout_completed: string; deliver_started: string; claimed: string }>(
-    `select n.id,
+    // Each deliver job's ids are read once (a containment test per notification scanned every job's
+    // array again: seconds a call after a load).
+    `with delivered as (
+       select d.notification_id, min(j.started_on) as started_on
+         from "${schema}".job j
+         cross join lateral jsonb_array_elements_text(j.data->'deliveryIds') as ids(id)
+         join deliveries d on d.id = ids.id::uuid
+        where j.name = 'deliver' and d.notification_id = any($1::uuid[])
+        group by d.notification_id
+     )
+     select n.id,
             (select extract(epoch from j.started_on) * 1000 from "${schema}".job j where j.name = 'fanout' and j.id = n.id)::text as fanout_started,
             (select extract(epoch from j.completed_on) * 1000 from "${schema}".job j where j.name = 'fanout' and j.id = n.id)::text as fanout_completed,
-            (select extract(epoch from min(j.started_on)) * 1000 from "${schema}".job j
-              where j.name = 'deliver' and j.data->'deliveryIds' ?| array(
-                select d.id::text from deliveries d where d.notification_id = n.id))::text as deliver_started,
+            (select extract(epoch from w.started_on) * 1000 from delivered w where w.notification_id = n.id)::text as deliver_started,
             (select extract(epoch from min(d.last_attempt_at)) * 1000 from deliveries d where d.notification_id = n.id)::text as claimed
        from notifications n where n.id = any($1::uuid[])`,
     [sent.map((notification) => notification.id)],
