@@ -79,13 +79,16 @@ test('a batch that read the credential its cached client was opened with reuses 
   const clients = createProviderClients({ key: pipeline.credentialsKey, endpoints: pipeline.endpoints, logger: silentLogger });
   const em = () => pipeline.harness.orm.em.fork();
   const read = async () => (await readBatch(em(), { applicationId: app.id, provider: 'fcm', deliveryIds: [] })).credential;
+  // What an update of the credential does to the version a batch reads: its updated_at moves.
+  const changeCredential = () =>
+    em().getConnection().execute(`update provider_credentials set updated_at = updated_at + interval '1 second' where application_id = ? and provider = 'fcm'`, [app.id]);
   try {
     const opened = await read();
     expect(opened).not.toBeNull();
     const first = (await clients.get(em(), app.id, 'fcm', opened))!;
     expect(await clients.get(em(), app.id, 'fcm', await read())).toBe(first);
 
-    await em().getConnection().execute(`update provider_credentials set updated_at = updated_at + interval '1 second' where application_id = ? and provider = 'fcm'`, [app.id]);
+    await changeCredential();
     const changed = await read();
     expect(changed!.version).toBe(opened!.version + 1000);
     const second = (await clients.get(em(), app.id, 'fcm', changed))!;
@@ -98,7 +101,7 @@ test('a batch that read the credential its cached client was opened with reuses 
     expect(reopened).not.toBe(second);
 
     // Batches asking at once for a client not open yet share the one opened: none closes another's.
-    await em().getConnection().execute(`update provider_credentials set updated_at = updated_at + interval '1 second' where application_id = ? and provider = 'fcm'`, [app.id]);
+    await changeCredential();
     const bumped = await read();
     const concurrent = await Promise.all(Array.from({ length: 4 }, () => clients.get(em(), app.id, 'fcm', bumped)));
     expect(new Set(concurrent).size).toBe(1);

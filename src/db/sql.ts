@@ -864,7 +864,7 @@ export async function listNotificationRows(
 // Sends: idempotency keys
 
 export type KeyClaim = { applicationId: string; key: string; hash: string };
-type KeyRow = { requestHash: string; notificationId: string };
+export type KeyRow = { requestHash: string; notificationId: string };
 
 /** The notification an unexpired key names, with the hash of the request that claimed it. */
 export async function findUnexpiredKey(db: Db, claim: KeyClaim, windowHours: number): Promise<KeyRow | undefined> {

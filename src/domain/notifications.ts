@@ -16,6 +16,7 @@ import {
   listNotificationRows,
   type FinishedNotification,
   type KeyClaim,
+  type KeyRow,
   type NotificationRow,
 } from '../db/sql.ts';
 import type { Logger } from '../logging/logger.ts';
@@ -190,14 +191,16 @@ const keyReusedMessage = 'This Idempotency-Key was already used for a different 
 /** The notification an unexpired key already names (same request), or null when the key is free. */
 async function findIdempotentSend(em: EntityManager, claim: KeyClaim): Promise<string | null> {
   const existing = await findUnexpiredKey(em, claim, idempotencyWindowHours);
-  if (!existing) return null;
-  if (existing.requestHash !== claim.hash) throw conflict(keyReusedMessage);
-  return existing.notificationId;
+  return existing ? replayedBy(existing, claim) : null;
 }
 
 /** The notification of the claim insertNotification found (same request), or 409. */
 async function claimHolder(tx: EntityManager, claim: KeyClaim): Promise<string> {
-  const existing = await findKey(tx, claim);
+  return replayedBy(await findKey(tx, claim), claim);
+}
+
+/** The notification a key names, when this send is the same request; otherwise the key was reused: 409. */
+function replayedBy(existing: KeyRow, claim: KeyClaim): string {
   if (existing.requestHash !== claim.hash) throw conflict(keyReusedMessage);
   return existing.notificationId;
 }
