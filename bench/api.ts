@@ -1,7 +1,7 @@
 // The API benchmark (`make bench-api`). On a fresh database that is dropped at the end whatever
 // happens, with the APNs and FCM simulators in their own process (`herald simulate`):
-//   (1) Herald's API hot paths against a ceiling: Herald as docker-compose deploys it, `herald
-//       serve` (the API) and `herald work` (the workers, idle here) as two processes
+//   (1) Herald's API hot paths against a ceiling: Herald as docker-compose deploys it (logging at
+//       info), `herald serve` (the API) and `herald work` (the workers, idle here) as two processes
 //       (BENCH_API_PROCESSES=start: one `herald start --no-simulate` doing both), and bench/api-ceiling.ts, bare
 //       express 5 + pg doing the same token check and the same work in one plain statement per
 //       operation, as another process on the same database. For each operation, autocannon with

@@ -253,7 +253,6 @@ async function openStage(shared: Shared, id: string, options: { adminUrl?: strin
       fcm: shared.proxies.fcm.url,
       caFile: shared.sims.caFile,
       credentialsKey: shared.credentialsKey,
-      logLevel: 'info',
     }),
     // Small batches: a fault always finds several in flight.
     HERALD_DELIVER_BATCH_SIZE: '25',

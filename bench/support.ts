@@ -211,7 +211,10 @@ export function positiveIntegerFromEnv(name: string, fallback: number): number {
   return value;
 }
 
-/** The environment of a Herald process on `databaseUrl` that pushes to the simulators. */
+/**
+ * The environment of a Herald process on `databaseUrl` that pushes to the simulators, logging at
+ * `info` as docker-compose.yml runs it: a line per request is part of what a deployment pays.
+ */
 export function heraldEnvironment(options: {
   databaseUrl: string;
   port: number;
@@ -220,7 +223,6 @@ export function heraldEnvironment(options: {
   fcm: string;
   caFile: string;
   credentialsKey: Buffer;
-  logLevel?: string;
 }): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH,
@@ -228,7 +230,7 @@ export function heraldEnvironment(options: {
     DATABASE_URL: options.databaseUrl,
     HOST: '127.0.0.1',
     PORT: String(options.port),
-    LOG_LEVEL: options.logLevel ?? 'warn',
+    LOG_LEVEL: 'info',
     HERALD_DATA_DIR: options.dataDir,
     HERALD_APNS_ENDPOINT: options.apns,
     HERALD_FCM_ENDPOINT: options.fcm,
