@@ -228,20 +228,20 @@ describe('HEAD and canonical paths', () => {
 });
 
 describe('idempotent retries are free', () => {
-  /** A harness whose applications may send `quota` an hour, with one application and its keyed send. */
+  /** A harness of its own (not the file's) whose applications may send `quota` an hour, with one application and its keyed send. */
   async function withQuota(
     quota: number,
-    run: (limited: { harness: Harness; applicationId: string; token: string; post: (key: string, body?: object) => request.Test }) => Promise<void>,
+    run: (sender: { limited: Harness; applicationId: string; token: string; post: (key: string, body?: object) => request.Test }) => Promise<void>,
   ): Promise<void> {
-    const harness = await startHarness({ sendPolicy: { quota, windowSeconds: 3600 } });
+    const limited = await startHarness({ sendPolicy: { quota, windowSeconds: 3600 } });
     try {
-      const app = await harness.newApplication('quota');
+      const app = await limited.newApplication('quota');
       const token = await app.token();
       const post = (key: string, body: object = send) =>
-        request(harness.app).post('/api/v1/notifications').set('Authorization', bearer(token)).set('Idempotency-Key', key).send(body);
-      await run({ harness, applicationId: app.id, token, post });
+        request(limited.app).post('/api/v1/notifications').set('Authorization', bearer(token)).set('Idempotency-Key', key).send(body);
+      await run({ limited, applicationId: app.id, token, post });
     } finally {
-      await harness.close();
+      await limited.close();
     }
   }
 
@@ -269,7 +269,7 @@ describe('idempotent retries are free', () => {
     }));
 
   test('with quota left, a replay and a reused key (409) take nothing from it either', () =>
-    withQuota(5, async ({ harness, applicationId, post }) => {
+    withQuota(5, async ({ limited, applicationId, post }) => {
       expect((await post('left-1')).headers.ratelimit).toMatch(/^"send";r=4;/);
       const replay = await post('left-1');
       expect(replay.body.meta).toEqual({ accepted: false });
@@ -278,15 +278,15 @@ describe('idempotent retries are free', () => {
       expect(reused.status).toBe(409);
       expect(reused.headers.ratelimit).toMatch(/^"send";r=4;/);
       expect((await post('left-2')).headers.ratelimit).toMatch(/^"send";r=3;/);
-      expect(await countNotifications(harness.orm, applicationId)).toBe(2);
+      expect(await countNotifications(limited.orm, applicationId)).toBe(2);
     }));
 
   test('concurrent first sends with one key create one notification and take one send from the quota', () =>
-    withQuota(100, async ({ harness, token, post }) => {
+    withQuota(100, async ({ limited, token, post }) => {
       const answers = await Promise.all(Array.from({ length: 10 }, () => post('race-1')));
       expect(new Set(answers.map((res) => res.body.data.id)).size).toBe(1);
       expect(answers.filter((res) => res.body.meta.accepted)).toHaveLength(1);
-      const after = await request(harness.app).post('/api/v1/notifications').set('Authorization', bearer(token)).send({});
+      const after = await request(limited.app).post('/api/v1/notifications').set('Authorization', bearer(token)).send({});
       expect(after.status).toBe(422);
       expect(after.headers.ratelimit).toMatch(/^"send";r=99;/);
     }));
