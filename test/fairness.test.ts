@@ -44,6 +44,19 @@ async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 10
   }
 }
 
+/**
+ * The deliver jobs of `notificationIds` once pg-boss has recorded each one's end: a notification
+ * settles when its handler has recorded the outcomes, a moment before pg-boss marks the job completed.
+ */
+async function endedDeliverJobs(pipeline: Pipeline, notificationIds: string[]): Promise<QueuedJob[]> {
+  let jobs: QueuedJob[] = [];
+  await until(async () => {
+    jobs = await jobsOf(pipeline, 'deliver', notificationIds);
+    return jobs.every((job) => job.completed !== null);
+  });
+  return jobs;
+}
+
 describe('with the queue held (handlers that wait to be released)', () => {
   let pipeline: Pipeline;
   beforeAll(async () => {
@@ -147,9 +160,9 @@ describe('with workers', () => {
     const single = await b.send({ recipients: { user_ids: ['burst-b-user-0'] }, notification: title });
 
     expect((await b.settled(single)).status).toBe('completed');
-    const [bJob] = await jobsOf(pipeline, 'deliver', [single]);
+    const [bJob] = await endedDeliverJobs(pipeline, [single]);
     for (const id of burst) expect((await a.settled(id)).status).toBe('completed');
-    const aJobs = await jobsOf(pipeline, 'deliver', burst);
+    const aJobs = await endedDeliverJobs(pipeline, burst);
     expect(aJobs).toHaveLength(16);
     // B's only job was over before A's backlog was: some of A's jobs started after it.
     const startedAfterB = aJobs.filter((job) => Number(job.started) > Number(bJob.completed));
@@ -167,7 +180,7 @@ describe('with workers', () => {
     pipeline.apns.setLatency(100);
     const id = await a.send({ recipients: { user_ids: aUsers }, notification: title });
     expect((await a.settled(id)).status).toBe('completed');
-    const jobs = await jobsOf(pipeline, 'deliver', [id]);
+    const jobs = await endedDeliverJobs(pipeline, [id]);
     expect(jobs).toHaveLength(waves * concurrency);
     // Every one of its workers (that the one more stays free is the held queue's test).
     expect(mostAtOnce(jobs)).toBeGreaterThanOrEqual(concurrency);

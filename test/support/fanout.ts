@@ -171,7 +171,8 @@ export const android = (token: string, user: string, extra: Record<string, unkno
   ...extra,
 });
 
-export type QueuedJob = { id: string; group_id: string | null; priority: number; started: number; completed: number };
+/** `started` and `completed` are epoch milliseconds, null until pg-boss records them. */
+export type QueuedJob = { id: string; group_id: string | null; priority: number; started: number | null; completed: number | null };
 
 /**
  * The jobs of a queue that work for these notifications, oldest first: a fanout job names its
