@@ -22,6 +22,10 @@
 //       most: then the sends stop, and the fanout must still finish). Target: p99 ≤ 25 ms during
 //       the fanout. The sends due while the API answers the fanout's own 20 sends (about 0.2 s of
 //       20 × 500 recipients at once) are reported apart: that is a burst of the API, not the fanout.
+//       Each steady send carries an X-Request-Id, by which its line in Herald's request log gives
+//       how long Herald itself took (from its first middleware to the answer written); with how
+//       late this process sent it, that splits each latency into the benchmark's share, Herald's,
+//       and the rest (the kernel, the connection, waiting for a core).
 // With `--prefill`, before measuring: another application's 1 million installations and 2 million
 // deliveries of its finished notifications (with their events), written set-based; compare GET
 // notification and the others prefilled and empty across two runs.
@@ -459,8 +463,12 @@ async function compare(servers: Record<Side, Target>, ops: Operation[], tokens: 
 // (2) Sends during a fanout
 
 type SendPhase = 'warmup' | 'baseline' | 'burst' | 'fanout';
+type MeasuredPhase = 'baseline' | 'burst' | 'fanout';
+/** A steady send's latency from when it was due; Herald's own duration (its request log; null if no line was found) and this process's lateness in sending it. */
+type SteadySend = { ms: number; heraldMs: number | null; lateMs: number };
+const heraldTimes = (sent: SteadySend[]) => sent.flatMap((send) => (send.heraldMs === null ? [] : [send.heraldMs]));
 type SendResult = {
-  latency: Record<'baseline' | 'burst' | 'fanout', number[]>;
+  latency: Record<MeasuredPhase, SteadySend[]>;
   /** From the fanout's first send to all 20 finished. */
   fanoutSeconds: number;
   /** Whether that was within BENCH_FANOUT_SECONDS, while the steady sends ran. */
@@ -470,10 +478,15 @@ type SendResult = {
 };
 
 function sender(base: string, token: string) {
-  return async (userIds: string[], idempotencyKey: string): Promise<{ status: number; text: string }> => {
+  return async (userIds: string[], idempotencyKey: string, requestId?: string): Promise<{ status: number; text: string }> => {
     const response = await fetch(`${base}/api/v1/notifications`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        'idempotency-key': idempotencyKey,
+        ...(requestId ? { 'x-request-id': requestId } : {}),
+      },
       body: JSON.stringify({ recipients: { user_ids: userIds }, ...message }),
     });
     return { status: response.status, text: await response.text() };
@@ -514,12 +527,21 @@ async function sendsDuringFanout(heraldTarget: Target, url: string, token: strin
   if (warm.status !== 202) throw new Error(`warm-up send: ${warm.status} ${warm.text.slice(0, 300)}`);
   await mustFinish([accepted(warm.text)], 'the warm-up notification');
 
+  // Herald's own duration of each steady send, from its request log line (pino-http's responseTime).
+  const steadyId = `steady-${runId}-`;
+  const heraldMs = new Map<number, number>();
+  const stopReading = heraldTarget.process.onLine((line) => {
+    if (!line.includes(steadyId)) return;
+    const entry = JSON.parse(line) as { requestId?: string; durationMs?: number };
+    if (entry.requestId?.startsWith(steadyId) && typeof entry.durationMs === 'number') heraldMs.set(Number(entry.requestId.slice(steadyId.length)), entry.durationMs);
+  });
+
   let phase: SendPhase = 'warmup';
   const load = openLoop(
     settings.sendRate,
     async (index) => {
       const userIds = Array.from({ length: settings.usersPerSend }, (_, offset) => userId(((index * settings.usersPerSend + offset) % settings.users) + 1));
-      const { status, text } = await send(userIds, `steady-${runId}-${index}`);
+      const { status, text } = await send(userIds, `steady-${runId}-${index}`, `${steadyId}${index}`);
       return status === 202 ? null : `${status} ${text.slice(0, 300)}`;
     },
     () => phase,
@@ -548,7 +570,9 @@ async function sendsDuringFanout(heraldTarget: Target, url: string, token: strin
   } = await pool.query<{ deliveries: number }>(`select count(*)::int as deliveries from deliveries where notification_id = any($1::uuid[]) and state = 'accepted'`, [ids]);
   const expected = settings.fanoutNotifications * settings.recipients * 2;
   if (deliveries !== expected) throw new Error(`the fanout: ${deliveries} deliveries accepted of ${expected}`);
-  const latency = (of: SendPhase) => load.sent.filter((sent) => sent.phase === of).map((sent) => sent.ms);
+  stopReading();
+  const latency = (of: MeasuredPhase) =>
+    load.sent.filter((sent) => sent.phase === of).map(({ index, ms, lateMs }) => ({ ms, lateMs, heraldMs: heraldMs.get(index) ?? null }));
   return { latency: { baseline: latency('baseline'), burst: latency('burst'), fanout: latency('fanout') }, fanoutSeconds, finishedUnderLoad, bigSendsMs, deliveries };
 }
 
@@ -597,19 +621,26 @@ function report(results: OperationRounds[], sends: SendResult, problems: string[
   }
   log();
   const { baseline, burst, fanout } = sends.latency;
+  const total = (of: SteadySend[]) => of.map((send) => send.ms);
+  const latencyRow = (label: string, values: number[]) =>
+    row(label, fixed(percentile(values, 50), 1), fixed(percentile(values, 99), 1), fixed(Math.max(...values), 1), integer(values.length));
   log(`POST /api/v1/notifications at ${settings.sendRate}/s, ${settings.usersPerSend} users each (open loop, ms from when each send was due)`);
   row('', 'p50', 'p99', 'max', 'sends');
-  row('  nothing else running', fixed(percentile(baseline, 50), 1), fixed(percentile(baseline, 99), 1), fixed(Math.max(...baseline), 1), integer(baseline.length));
-  if (burst.length > 0) {
-    row(`  while the fanout's ${settings.fanoutNotifications} are answered`, fixed(percentile(burst, 50), 1), fixed(percentile(burst, 99), 1), fixed(Math.max(...burst), 1), integer(burst.length));
+  latencyRow('  nothing else running', total(baseline));
+  if (burst.length > 0) latencyRow(`  while the fanout's ${settings.fanoutNotifications} are answered`, total(burst));
+  latencyRow(`  during ${settings.fanoutNotifications} × ${settings.recipients} fanout`, total(fanout));
+  // Where the time of the sends during the fanout went: Herald's share is what its request log says.
+  latencyRow('    of which Herald itself (request log)', heraldTimes(fanout));
+  latencyRow('    of which this process sending late', fanout.map((send) => send.lateMs));
+  const slow = fanout.filter((send) => send.ms > targets.sendP99Ms);
+  if (slow.length > 0) {
+    const slowLogged = heraldTimes(slow);
+    log(
+      `  the ${integer(slow.length)} sends over ${targets.sendP99Ms} ms during the fanout: Herald itself p50 ${fixed(percentile(slowLogged, 50), 0)} / ` +
+        `max ${fixed(Math.max(...slowLogged), 0)} ms of them; ${integer(slowLogged.filter((ms) => ms > targets.sendP99Ms).length)} took Herald itself ` +
+        `over ${targets.sendP99Ms} ms`,
+    );
   }
-  row(
-    `  during ${settings.fanoutNotifications} × ${settings.recipients} fanout`,
-    fixed(percentile(fanout, 50), 1),
-    fixed(percentile(fanout, 99), 1),
-    fixed(Math.max(...fanout), 1),
-    integer(fanout.length),
-  );
   log(
     `  the fanout: ${integer(sends.deliveries)} deliveries accepted, ${fixed(sends.fanoutSeconds, 1)} s from its first send to all finished ` +
       `(${integer(sends.deliveries / sends.fanoutSeconds)}/s); its ${settings.fanoutNotifications} sends answered within ${integer(sends.bigSendsMs)} ms`,
@@ -617,7 +648,7 @@ function report(results: OperationRounds[], sends: SendResult, problems: string[
   if (!sends.finishedUnderLoad) {
     log(`  NOTE: the fanout had not finished after ${settings.fanoutCapMs / 1000} s of steady sends; they stopped then, and it finished after.`);
   }
-  const p99 = percentile(fanout, 99);
+  const p99 = percentile(total(fanout), 99);
   log(`  target: p99 ≤ ${targets.sendP99Ms} ms during the fanout: ${fixed(p99, 1)} ms ${verdict(p99 <= targets.sendP99Ms)}`);
   log();
   log(`Herald warnings/errors logged: ${problems.length}; load average at the end ${loadAverage()}`);
@@ -625,7 +656,17 @@ function report(results: OperationRounds[], sends: SendResult, problems: string[
 }
 
 function writeFigures(file: string, results: OperationRounds[], sends: SendResult, problems: string[], prefilled: Prefilled | null): void {
-  const latency = (values: number[]) => ({ p50: percentile(values, 50), p99: percentile(values, 99), max: Math.max(...values), count: values.length });
+  const latency = (sent: SteadySend[]) => {
+    const values = sent.map((send) => send.ms);
+    const logged = heraldTimes(sent);
+    return {
+      p50: percentile(values, 50),
+      p99: percentile(values, 99),
+      max: Math.max(...values),
+      count: values.length,
+      herald: { p50: percentile(logged, 50), p99: percentile(logged, 99), max: Math.max(...logged), count: logged.length },
+    };
+  };
   const figures = {
     at: new Date().toISOString(),
     loadAverage: os.loadavg(),

@@ -28,6 +28,8 @@ export type Launched = {
   problems: string[];
   /** Resolves with the first stdout line matching `match`, rejects when the process exits first. */
   waitForLine(match: (line: string) => boolean, timeoutMs: number): Promise<string>;
+  /** Calls `listener` with each stdout line from now on, until the returned function is called. */
+  onLine(listener: (line: string) => void): () => void;
   exited(): boolean;
   /** SIGTERM, then SIGKILL after `graceMs`. */
   stop(graceMs?: number): Promise<void>;
@@ -46,12 +48,14 @@ export function launch(
   const lines: string[] = [];
   const problems: string[] = [];
   const waiters = new Set<{ match: (line: string) => boolean; resolve: (line: string) => void }>();
+  const listeners = new Set<(line: string) => void>();
   const onLine = (line: string, stdout: boolean) => {
     log?.write(`${line}\n`);
     lines.push(line);
     if (lines.length > 300) lines.shift();
     if (/^\{.*"level":(4|5|6)\d/.test(line) && problems.length < 1000) problems.push(line);
     if (!stdout) return;
+    for (const listener of listeners) listener(line);
     for (const waiter of waiters) {
       if (waiter.match(line)) {
         waiters.delete(waiter);
@@ -90,6 +94,10 @@ export function launch(
           reject(new Error(`${name} exited (${child.exitCode ?? child.signalCode}):\n${lines.join('\n')}`));
         });
       });
+    },
+    onLine(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
     },
     async stop(graceMs = 30_000) {
       if (done) return;
@@ -396,8 +404,11 @@ export function median(values: number[]): number {
 export const integer = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : 'n/a');
 export const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
 
-/** What an open loop measured: when each request was due (its phase then) to when it was answered. */
-export type Paced<P extends string> = { phase: P; ms: number };
+/**
+ * What an open loop measured of one request: from when it was due (its phase then) to when it was
+ * answered, and how late the loop itself sent it (part of `ms`).
+ */
+export type Paced<P extends string> = { index: number; phase: P; ms: number; lateMs: number };
 
 /**
  * Open loop: a request is due every 1/rate s whether or not the previous ones have been answered,
@@ -418,11 +429,12 @@ export function openLoop<P extends string>(rate: number, send: (index: number) =
       if (wait > 0) await sleep(wait);
       const dueAt = due;
       const dueIn = phase();
+      const lateMs = performance.now() - dueAt;
       due += interval;
       const request: Promise<void> = send(index)
         .then((problem) => {
           if (problem) refused.push(problem);
-          else sent.push({ phase: dueIn, ms: performance.now() - dueAt });
+          else sent.push({ index, phase: dueIn, ms: performance.now() - dueAt, lateMs });
         })
         .catch((error: Error) => {
           refused.push(error.message);
