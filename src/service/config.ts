@@ -37,8 +37,9 @@ const schema = z.object({
   HERALD_QUEUE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default(defaultQueueSchema),
   // Deliver jobs one worker process runs at once for one application (it runs one more for the others: workers.ts fairShare).
   HERALD_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
-  // `herald work` only: its scheduling priority (nice, 0 to 19). Where the API and the workers share
-  // CPUs, a positive value lets a send be answered first while a fanout keeps the CPUs busy.
+  // `herald work` only: the scheduling priority (nice, 0 to 19) of its threads. Where the API and the
+  // workers share CPUs and one cgroup, a positive value lets a send be answered first while a fanout
+  // keeps the CPUs busy (containers: their CPU weight, docker-compose.yml).
   HERALD_WORKER_NICE: z.coerce.number().int().min(0).max(19).default(0),
   // `herald work` only: a port answering GET /healthz (the process runs) and /readyz (its database
   // answers), for container health checks. Unset: no port. (`serve` and `start` have the API's.)

@@ -1,4 +1,5 @@
 // `herald start|serve|work`: the service in this process, until a signal shuts it down.
+import { readdirSync } from 'node:fs';
 import { constants as osConstants, setPriority } from 'node:os';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -7,6 +8,29 @@ import type { Logger } from '../../logging/logger.ts';
 import { out, port } from './common.ts';
 
 type RunOptions = { api: boolean; worker: boolean; demo: boolean; simulate: boolean };
+
+/**
+ * Runs every thread of this process at `nice`. On Linux a nice value is per thread, and V8's own
+ * threads (garbage collection, compilation) are running before any of this code: lowering the main
+ * thread alone left them competing with the API at full priority. Threads started later inherit
+ * the value of the thread that starts them. Elsewhere, setpriority's 0 is the whole process.
+ */
+function lowerPriority(nice: number): void {
+  let threads = [0];
+  try {
+    threads = readdirSync('/proc/self/task').map(Number);
+  } catch {
+    // No /proc: not Linux.
+  }
+  for (const thread of threads) {
+    try {
+      setPriority(thread, nice);
+    } catch (error) {
+      // A thread that ended since it was listed.
+      if ((error as { info?: { code?: string } }).info?.code !== 'ESRCH') throw error;
+    }
+  }
+}
 
 /**
  * How `herald start|serve|work` ended: 0 everything in flight finished; 3 the grace period ran out
@@ -42,8 +66,7 @@ export function addServiceCommands(program: Command, config: Config, logger: Log
     .command('work')
     .description('run the fanout workers only')
     .action(async () => {
-      // Its main thread, where the workers' JavaScript runs (Linux: nice is per thread).
-      if (config.HERALD_WORKER_NICE > 0) setPriority(0, config.HERALD_WORKER_NICE);
+      if (config.HERALD_WORKER_NICE > 0) lowerPriority(config.HERALD_WORKER_NICE);
       await run(config, logger, { api: false, worker: true, demo: false, simulate: false });
     });
 }
