@@ -50,7 +50,9 @@
 //   BENCH_JSON                    also write the figures to this file
 //   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX: replace bin/herald's own (to compare them)
 //   HERALD_DB_POOL_MAX, HERALD_WORKER_CONCURRENCY: passed on to Herald (the pool size to the ceiling too)
-//   HERALD_WORKER_NICE            the workers' niceness (10 when split, as docker-compose.yml sets it; 0 for one `herald start`)
+//   HERALD_WORKER_NICE            the workers' niceness (10 when split: both processes share this one's scheduling group, where
+//                                 it weighs the workers as docker-compose.yml's cpu_shares weighs their container; 0 for one
+//                                 `herald start`)
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
