@@ -465,7 +465,7 @@ async function compare(servers: Record<Side, Target>, ops: Operation[], tokens: 
 // (2) Sends during a fanout
 
 type SendPhase = 'warmup' | 'baseline' | 'burst' | 'fanout';
-type MeasuredPhase = 'baseline' | 'burst' | 'fanout';
+type MeasuredPhase = Exclude<SendPhase, 'warmup'>;
 /** A steady send's latency from when it was due; Herald's own duration (its request log; null if no line was found) and this process's lateness in sending it. */
 type SteadySend = { ms: number; heraldMs: number | null; lateMs: number };
 const heraldTimes = (sent: SteadySend[]) => sent.flatMap((send) => (send.heraldMs === null ? [] : [send.heraldMs]));

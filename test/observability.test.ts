@@ -271,6 +271,13 @@ test('herald work with HERALD_WORKER_NICE runs every thread at that scheduling p
   expect(new Set(threadNices(api.child.pid!))).toEqual(new Set([0]));
 }, 30_000);
 
+test("docker-compose.yml weighs the worker's container below the API's by CPU weight, not by a nice value that does not cross containers", () => {
+  const { services } = parseYaml(readFileSync('docker-compose.yml', 'utf8'), { merge: true });
+  // Docker's default weight is 1024; each container is a cgroup of its own.
+  expect(services.worker.cpu_shares).toBeLessThan(services.api.cpu_shares ?? 1024);
+  for (const name of ['api', 'worker']) expect([name, services[name].environment.HERALD_WORKER_NICE]).toEqual([name, undefined]);
+});
+
 test('a delivery reason outside the known set is one label value', () => {
   expect(reasonLabel('Unregistered')).toBe('Unregistered');
   expect(reasonLabel('messaging/registration-token-not-registered')).toBe('messaging/registration-token-not-registered');
