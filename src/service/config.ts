@@ -60,8 +60,9 @@ const schema = z.object({
   // Pushes sent per provider round trip within a deliver job; each round's outcomes are recorded
   // before the next is sent, so a crash re-sends at most this many pushes per job in flight.
   HERALD_DELIVER_CHUNK_SIZE: z.coerce.number().int().min(1).max(5000).default(250),
-  // Pushes per deliver job (one provider round trip set).
-  HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
+  // Pushes per deliver job. One chunk's worth: short jobs spread a fanout's end over every worker
+  // and free a worker sooner for another application's or a high-priority job (docs/PERFORMANCE.md).
+  HERALD_DELIVER_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(250),
   // Notifications that ended longer ago than this, with their deliveries, events and keys, are deleted.
   // At most a century: a horizon further back is past what a Postgres timestamp can subtract.
   HERALD_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(30),
