@@ -258,7 +258,10 @@ describe('the database stopped for 2 s during sends', () => {
   }, 60_000);
   afterAll(() => cluster.destroy());
 
-  test.each(['fast', 'immediate'] as const)('pg_ctl stop -m %s: sends answer 503 meanwhile; within 5 s of the start a new send goes through and every acknowledged one completes', async (mode) => {
+  // The bound: what the outage cut short is handed back as soon as the database answers (without
+  // that, 11–12 s: the jobs' 10 s heartbeat). Within it the workers drain the sends retried through
+  // the outage, 300 ms a push: 3.5–5 s on a host at half speed, hence 8 s, not the 5 s it was.
+  test.each(['fast', 'immediate'] as const)('pg_ctl stop -m %s: sends answer 503 meanwhile; within 8 s of the start a new send goes through and every acknowledged one completes', async (mode) => {
     const s = await stage(`restart_${mode}`, { adminUrl: cluster.adminUrl });
     // Slow pushes: the stop finds batches in flight, whose jobs the outage cuts short.
     sims.apns.setLatency(300);
@@ -287,7 +290,7 @@ describe('the database stopped for 2 s during sends', () => {
       const startedAt = Date.now();
       const after = await s.send(() => herald);
       await s.settled([after.id!]);
-      expect(Date.now() - startedAt).toBeLessThan(5_000);
+      expect(Date.now() - startedAt).toBeLessThan(8_000);
       sending = false;
       await load;
       expect(s.answers).toContain('503');
@@ -296,7 +299,7 @@ describe('the database stopped for 2 s during sends', () => {
       const beforeStop = sent.filter((one) => one.acknowledgedAt! < stoppedAt).map((one) => one.id!);
       expect(beforeStop.length).toBeGreaterThan(0);
       await s.settled(beforeStop);
-      expect(Date.now() - startedAt).toBeLessThan(5_000);
+      expect(Date.now() - startedAt).toBeLessThan(8_000);
       await s.expectIntact([...sent, after]);
     } finally {
       sending = false;
