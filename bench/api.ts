@@ -84,6 +84,7 @@ import {
   root,
   runBenchmark,
   type SimulatorsProcess,
+  spread,
   startSimulatorsProcess,
   timeOrderedId,
   waitForHttp,
@@ -624,8 +625,10 @@ function report(results: OperationRounds[], sends: SendResult, problems: string[
   log();
   const { baseline, burst, fanout } = sends.latency;
   const total = (of: SteadySend[]) => of.map((send) => send.ms);
-  const latencyRow = (label: string, values: number[]) =>
-    row(label, fixed(percentile(values, 50), 1), fixed(percentile(values, 99), 1), fixed(Math.max(...values), 1), integer(values.length));
+  const latencyRow = (label: string, values: number[]) => {
+    const { p50, p99, max, count } = spread(values);
+    row(label, fixed(p50, 1), fixed(p99, 1), fixed(max, 1), integer(count));
+  };
   log(`POST /api/v1/notifications at ${settings.sendRate}/s, ${settings.usersPerSend} users each (open loop, ms from when each send was due)`);
   row('', 'p50', 'p99', 'max', 'sends');
   latencyRow('  nothing else running', total(baseline));
@@ -658,17 +661,7 @@ function report(results: OperationRounds[], sends: SendResult, problems: string[
 }
 
 function writeFigures(file: string, results: OperationRounds[], sends: SendResult, problems: string[], prefilled: Prefilled | null): void {
-  const latency = (sent: SteadySend[]) => {
-    const values = sent.map((send) => send.ms);
-    const logged = heraldTimes(sent);
-    return {
-      p50: percentile(values, 50),
-      p99: percentile(values, 99),
-      max: Math.max(...values),
-      count: values.length,
-      herald: { p50: percentile(logged, 50), p99: percentile(logged, 99), max: Math.max(...logged), count: logged.length },
-    };
-  };
+  const latency = (sent: SteadySend[]) => ({ ...spread(sent.map((send) => send.ms)), herald: spread(heraldTimes(sent)) });
   const figures = {
     at: new Date().toISOString(),
     loadAverage: os.loadavg(),

@@ -395,6 +395,11 @@ export function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
+/** A latency's figures as the benchmarks print and record them. */
+export function spread(values: number[]): { p50: number; p99: number; max: number; count: number } {
+  return { p50: percentile(values, 50), p99: percentile(values, 99), max: Math.max(...values), count: values.length };
+}
+
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
@@ -429,7 +434,8 @@ export function openLoop<P extends string>(rate: number, send: (index: number) =
       if (wait > 0) await sleep(wait);
       const dueAt = due;
       const dueIn = phase();
-      const lateMs = performance.now() - dueAt;
+      // A timer may fire a fraction of a millisecond early: that is not being late.
+      const lateMs = Math.max(0, performance.now() - dueAt);
       due += interval;
       const request: Promise<void> = send(index)
         .then((problem) => {

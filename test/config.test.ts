@@ -56,3 +56,8 @@ test('a credentials key that is not exactly 32 bytes of strict base64 is refused
 test('every problem of the environment is reported together', () => {
   expect(() => loadConfig({ HERALD_CREDENTIALS_KEY: 'short', PORT: 'x' })).toThrow(/PORT[\s\S]*HERALD_CREDENTIALS_KEY|HERALD_CREDENTIALS_KEY[\s\S]*PORT/);
 });
+
+test('a deliver job is one chunk of pushes by default (DESIGN, "Deliver batches")', () => {
+  const config = loadConfig({});
+  expect([config.HERALD_DELIVER_BATCH_SIZE, config.HERALD_DELIVER_CHUNK_SIZE]).toEqual([250, 250]);
+});
