@@ -2,7 +2,7 @@
 // application (Citus) without changing a query; relations hold primary keys (mapToPk) because
 // handlers work with ids, not object graphs.
 import { defineEntity, p } from '@mikro-orm/core';
-import { v7 as uuidv7 } from 'uuid';
+import { newId } from './ids.ts';
 import {
   deliveryStateValues,
   eventTypeValues,
@@ -31,7 +31,7 @@ export type Truncation = NonNullable<components['schemas']['Delivery']['truncati
 /** The title and body in other languages, by BCP 47 tag as the send gave it. */
 export type Localizations = components['schemas']['Localizations'];
 
-const id = () => p.uuid().primary().onCreate(() => uuidv7());
+const id = () => p.uuid().primary().onCreate(() => newId());
 const now = () => p.datetime().onCreate(() => new Date());
 const counter = () => p.integer().default(0).onCreate(() => 0);
 // Called inside a property thunk, so that entities declared later in this file can be referenced.

@@ -20,7 +20,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import type { components } from '../generated/api.ts';
-import { v7 as uuidv7 } from 'uuid';
+import { newId } from './ids.ts';
 import type { DeviceDetails, Localizations, Truncation, WebhookAttempt } from './entities.ts';
 
 export type Db = EntityManager | QueryExecutorProvider;
@@ -139,7 +139,7 @@ export async function upsertInstallation(
       insert into installations as i
         (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
          registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason)
-      values (${uuidv7()}, ${key.applicationId}, ${key.installationId}, ${replacement.platform}, ${replacement.providerIdentifier},
+      values (${newId()}, ${key.applicationId}, ${key.installationId}, ${replacement.platform}, ${replacement.providerIdentifier},
               'active', ${replacement.permission}, ${replacement.userId}, ${JSON.stringify(replacement.device)}::jsonb,
               ${now}, ${now}, ${now}, ${now}, null, null)
       on conflict (application_id, installation_id) do update set
@@ -334,8 +334,11 @@ export type PushedNotification = Pick<
   'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options' | 'createdAt' | 'scheduledFor'
 >;
 
-/** Which credential a deliver batch pushes with: its row's id and when it last changed (epoch ms). */
-export type CredentialVersion = { id: string; version: number };
+/**
+ * Which credential a deliver batch pushes with: its row's id, when it last changed (epoch ms), and
+ * whether it was marked unhealthy or unreachable (only then does an accepted push write to it).
+ */
+export type CredentialVersion = { id: string; version: number; marked: boolean };
 
 /** What a deliver batch reads before it pushes (readBatch). */
 export type DeliverBatch = {
@@ -350,8 +353,8 @@ export type DeliverBatch = {
 /**
  * Everything a deliver batch reads before it pushes, in one round trip: its notifications (read
  * through the deliveries; not `user_ids`, up to 500 ids a row read for nothing, nor the counters),
- * its pending deliveries with each installation's current identifier, and the version of the
- * credential it pushes with. Read without counting the attempt, which is written with the outcome
+ * its pending deliveries with each installation's current identifier, and the version and health
+ * of the credential it pushes with. Read without counting the attempt, which is written with the outcome
  * (recordResults, countAttempts): one update per push instead of two. A batch that must count it
  * first claims its deliveries with claimPending instead.
  */
@@ -370,7 +373,8 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
                   i.provider_identifier as "providerIdentifier", i.status as "installationStatus", d.attempts + 1 as attempts, d.locale
              from deliveries d left join installations i on i.id = d.installation_id
             where d.id = any(${job.deliveryIds}::uuid[]) and d.state = 'pending') p) as pending,
-        (select json_build_object('id', c.id, 'version', floor(extract(epoch from c.updated_at) * 1000)::float8)
+        (select json_build_object('id', c.id, 'version', floor(extract(epoch from c.updated_at) * 1000)::float8,
+                                  'marked', c.unhealthy_since is not null or c.unreachable_since is not null)
            from provider_credentials c where c.application_id = ${job.applicationId} and c.provider = ${job.provider}) as credential`,
   );
   return {

@@ -2,7 +2,6 @@
 // enqueue) and reading notifications with the statistics counted on their rows.
 import { createHash } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../generated/api.ts';
 import { decodeCursor, toPage } from './cursor.ts';
 import { addFieldError, conflict, fieldErrors, HttpError, notFound, validationFailed, type FieldErrors } from './errors.ts';
@@ -22,6 +21,7 @@ import {
 import type { Logger } from '../logging/logger.ts';
 import { notificationFinished } from '../observability/metrics.ts';
 import { isUuid } from './ids.ts';
+import { newId } from '../db/ids.ts';
 import { dateTimeRange, instantOf } from './date-times.ts';
 import { payloadProblems, pushContent } from './payloads.ts';
 
@@ -150,7 +150,7 @@ export async function sendNotification(
   try {
     stored = await em.transactional(async (tx) => {
       await admission;
-      const id = uuidv7();
+      const id = newId();
       const notification = await insertNotification(
         tx,
         {
@@ -166,7 +166,7 @@ export async function sendNotification(
           userIds: request.recipients.user_ids,
           scheduledFor: startAfter,
         },
-        claim && { ...claim, id: uuidv7(), windowHours: idempotencyWindowHours },
+        claim && { ...claim, id: newId(), windowHours: idempotencyWindowHours },
       );
       if (!notification) return { notification: null, originalId: await claimHolder(tx, claim!) };
       await fanouts.enqueue(tx, { notificationId: id, applicationId }, { priority: jobPriority(request.options ?? {}), startAfter });

@@ -9,7 +9,7 @@
 // statement, no job. A fanout's chunk of failures is one statement and one job per endpoint.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { LRUCache } from 'lru-cache';
-import { v7 as uuidv7 } from 'uuid';
+import { newId } from '../db/ids.ts';
 import type { components } from '../generated/api.ts';
 import { insertWebhookEvents, webhookSubscriptions, type DeliveryRecord, type InstallationRow, type NewWebhookEvent, type NotificationRow } from '../db/sql.ts';
 import { deliveryView } from './deliveries.ts';
@@ -69,7 +69,7 @@ export function createWebhookOutbox(enqueue: EnqueueWebhookJobs, options: { cach
 // ---------------------------------------------------------------------------------------------
 // The events, as the document's webhooks section describes them
 
-const event = (type: WebhookEventType, data: object): NewWebhookEvent => ({ id: uuidv7(), type, data, createdAt: new Date() });
+const event = (type: WebhookEventType, data: object): NewWebhookEvent => ({ id: newId(), type, data, createdAt: new Date() });
 
 export function notificationCompleted(notification: NotificationRow): NewWebhookEvent {
   const data: Schemas['NotificationCompletedEvent']['data'] = { notification: notificationView(notification) };

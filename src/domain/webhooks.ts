@@ -3,7 +3,6 @@
 // CLI show of them. How events are made is in webhook-outbox.ts; how they are sent, worker/webhooks.ts.
 import { createHmac, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { v7 as uuidv7 } from 'uuid';
 import type { components } from '../generated/api.ts';
 import { WebhookEndpoint, webhookEventTypes } from '../db/entities.ts';
 import { webhookDeliveryRows, type NewWebhookEvent, type WebhookDeliveryRow, type WebhookTarget } from '../db/sql.ts';
@@ -11,6 +10,7 @@ import { openWebhookSecret, sealWebhookSecret } from './credentials.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { notFound } from './errors.ts';
 import { isUuid } from './ids.ts';
+import { newId } from '../db/ids.ts';
 import { webhookUrlProblem } from './webhook-addresses.ts';
 
 export type WebhookEventType = components['schemas']['WebhookEventType'];
@@ -55,7 +55,7 @@ export async function addWebhookEndpoint(
   if (existing >= maxEndpointsPerApplication) {
     throw new Error(`Application ${input.applicationId} already has ${existing} webhook endpoints, the most it may have.`);
   }
-  const id = uuidv7();
+  const id = newId();
   const secret = newSigningSecret();
   const endpoint = em.create(WebhookEndpoint, {
     id,

@@ -4,7 +4,7 @@
 import { performance } from 'node:perf_hooks';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
-import { v7 as uuidv7 } from 'uuid';
+import { newId } from '../db/ids.ts';
 import {
   classify,
   countsAttemptBeforePush,
@@ -223,7 +223,7 @@ function fanOut(notification: FannedNotification, candidates: Candidate[]): { de
       ...delivery,
       applicationId,
       notificationId,
-      deliveryId: uuidv7(),
+      deliveryId: newId(),
       locale,
       truncation: delivery.state === 'pending' ? truncationOf(delivery.platform, locale) : null,
     };
@@ -378,7 +378,8 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
     for (const delivery of sendable) unsendable.push(ended(delivery.deliveryId, 'skipped', 'no_credentials'));
   }
   if (unsendable.length > 0) await record(db, context, job, notifications, { ...noAttempt(!countAtClaim), results: unsendable });
-  const cancelled = client ? await sendAndRecord(db, context, job, notifications, client, sendable, !countAtClaim) : new Set<string>();
+  const health: CredentialMarks = { healthy: !batch.credential?.marked };
+  const cancelled = client ? await sendAndRecord(db, context, job, notifications, client, health, sendable, !countAtClaim) : new Set<string>();
   for (const notificationId of cancelled) await endCancelled(db, context, { notificationId, applicationId: job.applicationId });
   await completeIfDone(db, context, job.applicationId, [...notifications.keys()].filter((id) => !cancelled.has(id)));
 }
@@ -410,6 +411,7 @@ async function sendAndRecord(
   job: DeliverJob,
   notifications: BatchNotifications,
   client: ProviderClient,
+  health: CredentialMarks,
   sendable: ClaimedDelivery[],
   countAttempt: boolean,
 ): Promise<Set<string>> {
@@ -428,7 +430,6 @@ async function sendAndRecord(
   // (domain/cancellation.ts): once one is cancelled, nothing more of it is pushed, and the cancel
   // ends its deliveries left pending.
   const cancelled = new Set<string>();
-  const health: CredentialMarks = { healthy: false };
   for (const part of chunk(sendable, context.recordEvery)) {
     const pushed = await db.transactional(async (tx) => {
       const found = await holdUncancelled(tx, [...new Set(part.map((delivery) => delivery.notificationId))]);
@@ -458,7 +459,12 @@ async function endCancelled(em: EntityManager, context: Pick<JobContext, 'webhoo
   reportCancellation(context.logger, await finishCancellation(em, context.webhooks, job.applicationId, job.notificationId));
 }
 
-/** Whether this job last marked its credential healthy: later chunks need not write it again. */
+/**
+ * Whether the credential is healthy as far as this job knows: unmarked when the batch read it, or
+ * marked healthy since. Only a marked one is written when a push is accepted, so a job whose
+ * credential is fine makes no round trip for it. A mark another job makes meanwhile is cleared by
+ * the next batch that reads it and reaches the provider.
+ */
 type CredentialMarks = { healthy: boolean };
 
 /** One provider round trip, bounded by the deadline; the client's and the credential's health follow it. */
