@@ -7,7 +7,8 @@
 //       operation, as another process on the same database. For each operation, autocannon with
 //       32 connections for 5 s against one, then the other (which goes first alternates from round
 //       to round, so that whatever else the machine does weighs on both alike), 3 rounds; medians
-//       of req/s and p50/p99 latency, and Herald/ceiling req/s against the target (≥ 0.6):
+//       of req/s, p50/p99 latency and CPU per request (the server process's, and all of Postgres'
+//       backends'), and Herald/ceiling req/s against the target (≥ 0.6):
 //         PUT installation with a new id each request; PUT installation replacing one of a pool
 //         registered beforehand; PATCH and GET installation (the same pool); POST event (a fresh
 //         event_id on an accepted delivery of that installation); GET notification (500
@@ -63,6 +64,9 @@ import pg from 'pg';
 import { loadConfig } from '../src/service/config.ts';
 import { createDatabase, iosToken, seedApplication, userId, type Seeded } from '../test/support/seed.ts';
 import {
+  cpuSeconds,
+  cpuSecondsBetween,
+  cpuSecondsByProcess,
   createCleanups,
   fixed,
   freePort,
@@ -404,12 +408,19 @@ async function checkAnswers(servers: Target[], ops: Operation[], tokens: Tokens)
   }
 }
 
-type Measured = { rate: number; p50: number; p99: number; requests: number };
+/**
+ * `cpuUs`: the server process's CPU (user + system) per request, µs; `postgresUs`: all of Postgres'
+ * backends' per request (only the one server is driven at a time). Both are the work a request
+ * costs, which moves far less with what else the host does than the rate does: a change of a few
+ * per cent shows in them where the rounds' ratios spread over a tenth.
+ */
+type Measured = { rate: number; p50: number; p99: number; requests: number; cpuUs: number; postgresUs: number };
 
 /** autocannon on one server for one operation; any answer but the expected status fails the run. */
 async function measure(target: Target, operation: Operation, tokens: Tokens, seconds: number): Promise<Measured> {
   let firstUnexpected: string | null = null;
   const template = operation.request(target.side);
+  const cpuBefore = { server: cpuSeconds(target.process.pid), postgres: cpuSecondsByProcess('postgres') };
   const result = await autocannon({
     url: target.base,
     connections: settings.connections,
@@ -435,7 +446,15 @@ async function measure(target: Target, operation: Operation, tokens: Tokens, sec
         `${target.process.exited() ? ', the process exited' : ''}; first: ${firstUnexpected ?? 'none'}`,
     );
   }
-  return { rate: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, requests: result.requests.total };
+  const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(result.requests.total, 1);
+  return {
+    rate: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    requests: result.requests.total,
+    cpuUs: perRequest(cpuSeconds(target.process.pid) - cpuBefore.server),
+    postgresUs: perRequest(cpuSecondsBetween(cpuBefore.postgres, cpuSecondsByProcess('postgres'))),
+  };
 }
 
 type OperationRounds = { label: string; rounds: { herald: Measured; ceiling: Measured; ratio: number; heraldFirst: boolean }[] };
@@ -455,7 +474,8 @@ async function compare(servers: Record<Side, Target>, ops: Operation[], tokens: 
       for (const side of order) measured[side] = await measure(servers[side], operation, tokens, settings.seconds);
       const ratio = measured.herald.rate / measured.ceiling.rate;
       results[index].rounds.push({ ...measured, ratio, heraldFirst });
-      const figures = (m: Measured) => `${integer(m.rate).padStart(6)} req/s, p50 ${integer(m.p50).padStart(3)} p99 ${integer(m.p99).padStart(4)} ms`;
+      const figures = (m: Measured) =>
+        `${integer(m.rate).padStart(6)} req/s, p50 ${integer(m.p50).padStart(3)} p99 ${integer(m.p99).padStart(4)} ms, CPU ${integer(m.cpuUs).padStart(4)} + ${integer(m.postgresUs).padStart(3)} µs`;
       log(`  ${operation.label.padEnd(36)} Herald ${figures(measured.herald)} | ceiling ${figures(measured.ceiling)} | ratio ${fixed(ratio, 2)}`);
     }
   }
@@ -587,6 +607,8 @@ function summarize(results: OperationRounds[]) {
     rate: median(rounds.map((round) => round[side].rate)),
     p50: median(rounds.map((round) => round[side].p50)),
     p99: median(rounds.map((round) => round[side].p99)),
+    cpuUs: median(rounds.map((round) => round[side].cpuUs)),
+    postgresUs: median(rounds.map((round) => round[side].postgresUs)),
   });
   return results.map(({ label, rounds }) => ({
     label,
@@ -606,17 +628,15 @@ function report(results: OperationRounds[], sends: SendResult, problems: string[
     `Summary: medians of ${settings.rounds} round(s), ${settings.connections} connections, ${settings.seconds} s per operation and server` +
       (prefilled ? `; prefilled (${integer(prefilled.installations)} other installations, ${integer(prefilled.old.deliveries)} other deliveries)` : '; not prefilled'),
   );
-  log(`  ${''.padEnd(38)}${'Herald'.padEnd(24).padStart(24)}${'ceiling'.padEnd(24).padStart(24)}  Herald/ceiling req/s`);
-  row('operation', 'req/s', 'p50 ms', 'p99 ms', 'req/s', 'p50 ms', 'p99 ms', 'ratio', `≥ ${targets.ratio}`, '  rounds');
+  log(`  ${''.padEnd(38)}${'Herald'.padEnd(40).padStart(40)}${'ceiling'.padEnd(40).padStart(40)}  Herald/ceiling req/s`);
+  row('operation', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs', 'pg µs', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs', 'pg µs', 'ratio', `≥ ${targets.ratio}`, '  rounds');
   for (const line of summarize(results)) {
+    const figures = (side: typeof line.herald) =>
+      [side.rate, side.p50, side.p99, side.cpuUs, side.postgresUs].map((value) => integer(value));
     row(
       line.label,
-      integer(line.herald.rate),
-      integer(line.herald.p50),
-      integer(line.herald.p99),
-      integer(line.ceiling.rate),
-      integer(line.ceiling.p50),
-      integer(line.ceiling.p99),
+      ...figures(line.herald),
+      ...figures(line.ceiling),
       fixed(line.ratio, 2),
       verdict(line.ratio >= targets.ratio),
       `  ${line.ratios.map((ratio) => fixed(ratio, 2)).join(' / ')}`,

@@ -53,7 +53,8 @@ import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
 import { androidToken, createDatabase, iosToken, seedApplication, userId } from '../test/support/seed.ts';
 import {
   cpuSeconds,
-  cpuSecondsOfAll,
+  cpuSecondsBetween,
+  cpuSecondsByProcess,
   createCleanups,
   fixed,
   freePort,
@@ -363,19 +364,20 @@ function firstPushLatencies(sent: Sent[], received: Received): number[] {
   });
 }
 
-type CpuSnapshot = { herald: number; simulators: number; bench: number; postgres: number; machine: { busy: number; total: number } };
+type CpuSnapshot = { herald: number; simulators: number; bench: number; postgres: Map<number, number>; machine: { busy: number; total: number } };
 function cpuSnapshot(heraldPid: number, simulatorsPid: number): CpuSnapshot {
   const bench = process.cpuUsage();
   return {
     herald: cpuSeconds(heraldPid),
     simulators: cpuSeconds(simulatorsPid),
     bench: (bench.user + bench.system) / 1e6,
-    postgres: cpuSecondsOfAll('postgres'),
+    postgres: cpuSecondsByProcess('postgres'),
     machine: machineCpu(),
   };
 }
 function coresUsed(before: CpuSnapshot, after: CpuSnapshot, seconds: number) {
-  const per = (key: 'herald' | 'simulators' | 'bench' | 'postgres') => (after[key] - before[key]) / seconds;
+  const per = (key: 'herald' | 'simulators' | 'bench' | 'postgres') =>
+    (key === 'postgres' ? cpuSecondsBetween(before.postgres, after.postgres) : after[key] - before[key]) / seconds;
   const machineTotal = after.machine.total - before.machine.total;
   const machineBusy = machineTotal > 0 ? ((after.machine.busy - before.machine.busy) / machineTotal) * os.availableParallelism() : Number.NaN;
   const ours = per('herald') + per('simulators') + per('bench') + per('postgres');

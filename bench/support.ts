@@ -336,17 +336,28 @@ export function cpuSeconds(pid: number): number {
   }
 }
 
-/** CPU seconds of every process named `name` (e.g. all Postgres backends of the server). */
-export function cpuSecondsOfAll(name: string): number {
-  let total = 0;
+/** CPU seconds so far of each process named `name` (e.g. Postgres' backends), by pid. */
+export function cpuSecondsByProcess(name: string): Map<number, number> {
+  const seconds = new Map<number, number>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) total += cpuSeconds(Number(entry));
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) seconds.set(Number(entry), cpuSeconds(Number(entry)));
     } catch {
       // gone meanwhile
     }
   }
+  return seconds;
+}
+
+/**
+ * CPU seconds such processes used between two readings, process by process: one that ended
+ * meanwhile (a pool closing an idle connection) takes its whole total out of a plain sum, which
+ * could then go down, below zero even; here it only leaves out its share since the first reading.
+ */
+export function cpuSecondsBetween(before: Map<number, number>, after: Map<number, number>): number {
+  let total = 0;
+  for (const [pid, seconds] of after) total += seconds - (before.get(pid) ?? 0);
   return total;
 }
 
