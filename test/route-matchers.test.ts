@@ -1,15 +1,12 @@
 // The validator's route matching: each route's pattern compiled once, not on every request
 // (src/http/route-matchers.ts), with the same answers as before.
-import { createRequire } from 'node:module';
 import request from 'supertest';
+import { validatorPathToRegexp } from '../src/http/route-matchers.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
-
-type Compile = (path: unknown, options?: object) => { regexp: RegExp; keys: unknown[] };
 
 // The path-to-regexp the validator resolves, with every compile counted: installed before the app
 // is created, so that the memo wraps the count.
-const validator = createRequire(import.meta.url).resolve('express-openapi-validator');
-const pathToRegexp = createRequire(validator)('path-to-regexp') as { pathToRegexp: Compile };
+const pathToRegexp = validatorPathToRegexp();
 const original = pathToRegexp.pathToRegexp;
 let compiles = 0;
 pathToRegexp.pathToRegexp = (path, options) => {

@@ -9,10 +9,15 @@ import { createRequire } from 'node:module';
 type Compiled = { regexp: RegExp; keys: unknown[] };
 type Compile = ((path: unknown, options?: object) => Compiled) & { memoized?: true };
 
+/** The path-to-regexp module the validator resolves (its own copy, were it ever to have one). */
+export function validatorPathToRegexp(): { pathToRegexp: Compile } {
+  const validator = createRequire(import.meta.url).resolve('express-openapi-validator');
+  return createRequire(validator)('path-to-regexp') as { pathToRegexp: Compile };
+}
+
 /** Once per process: the path-to-regexp the validator resolves compiles each pattern once. */
 export function memoizeValidatorRouteMatchers(): void {
-  const validator = createRequire(import.meta.url).resolve('express-openapi-validator');
-  const pathToRegexp = createRequire(validator)('path-to-regexp') as { pathToRegexp: Compile };
+  const pathToRegexp = validatorPathToRegexp();
   const compile = pathToRegexp.pathToRegexp;
   if (compile.memoized) return;
   const compiled = new Map<string, Compiled>();
