@@ -108,6 +108,13 @@ sdk-build: install
 bench-fanout: install build
 	node bench/fanout.ts $(BENCH_ARGS)
 
+# The fanout's statements one at a time (bench/statements.ts): Postgres' own CPU per delivery for
+# each statement of a bench-fanout-sized fanout and its deliver batches, in transactions rolled back,
+# on a fresh database on DATABASE_URL's server (which must run on this machine), dropped at the end.
+.PHONY: bench-statements
+bench-statements: install
+	node bench/statements.ts
+
 # The scheduled-send benchmark (bench/schedule.ts): 1,000 notifications scheduled for the same second,
 # how long after it each started, pushed and ended (target: all started within 1 s), against the
 # same number sent at once; on a fresh database on DATABASE_URL's server, dropped at the end.
