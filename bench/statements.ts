@@ -1,12 +1,14 @@
-// The fanout's statements, one at a time (`make bench-statements`): Postgres' own CPU per delivery
-// for each statement a bench-fanout-sized fanout makes (20 notifications × 500 users, one iOS and
-// one Android installation each), read from the backend's scheduler statistics, so that a change to
-// one statement can be measured without the noise of the whole pipeline (the pushes, the
-// simulators, the other processes on the cores). On a fresh database on DATABASE_URL's server, with
-// fresh statistics (`analyze` after the seed), dropped at the end; each iteration runs in a
-// transaction that is rolled back, so every one starts from the same tables. The server must run on
-// this machine (the backend's CPU is read from /proc). Prints the median of the iterations after the
-// first (which warms the caches); exits 0 whatever the figures are.
+// The fanout's statements, one at a time (`make bench-statements`): for each statement of a
+// bench-fanout-sized fanout and its deliver batches (20 notifications × 500 users, one iOS and one
+// Android installation each), the CPU it costs per delivery in Postgres (the backend's scheduler
+// statistics) and in this process (the client's share: building the statement, the socket,
+// reading the answer), so that a change to one statement can be measured without the noise of
+// the whole pipeline (the pushes, the simulators, the other processes on the cores). On a fresh
+// database on DATABASE_URL's server, with fresh statistics (`analyze` after the seed), dropped at
+// the end; each iteration runs in a transaction that is rolled back, so every one starts from the
+// same tables. The server must run on this machine (the backend's CPU is read from /proc). Prints
+// the median of the iterations after the first (which warms the caches); exits 0 whatever the
+// figures are. The host's speed still moves from run to run: compare alternating runs.
 //
 // Environment (all optional):
 //   DATABASE_URL          admin URL of the Postgres server (default postgres://postgres@127.0.0.1:5432/postgres)
@@ -81,16 +83,21 @@ function backendCpuMicros(pid: number): number {
 }
 
 /** One fanout and its deliver batches, as the worker makes them, on one connection; rolled back. */
-async function fanOnce(db: Kysely<unknown>, applicationId: string, notificationIds: string[]): Promise<{ deliveries: number; cpu: Map<Statement, number> }> {
+async function fanOnce(db: Kysely<unknown>, applicationId: string, notificationIds: string[]): Promise<{ deliveries: number; cpu: Map<Statement, number>; client: Map<Statement, number> }> {
   return db.connection().execute(async (connection) => {
     const [{ pid }] = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(connection)).rows;
     const cpu = new Map<Statement, number>();
+    const client = new Map<Statement, number>();
     let mark = backendCpuMicros(pid);
+    let clientMark = process.cpuUsage();
     const measured = async <T>(statement: Statement, run: () => Promise<T>): Promise<T> => {
       const result = await run();
       const now = backendCpuMicros(pid);
+      const used = process.cpuUsage(clientMark);
       cpu.set(statement, now - mark);
+      client.set(statement, used.user + used.system);
       mark = now;
+      clientMark = process.cpuUsage();
       return result;
     };
     await sql`begin`.execute(connection);
@@ -123,7 +130,7 @@ async function fanOnce(db: Kysely<unknown>, applicationId: string, notificationI
           await recordResults(connection, results, false);
         }
       });
-      return { deliveries: deliveries.length, cpu };
+      return { deliveries: deliveries.length, cpu, client };
     } finally {
       await sql`rollback`.execute(connection);
     }
@@ -138,7 +145,7 @@ async function run(): Promise<number> {
   const pool = openStatementPool(url, 1);
   cleanups.add('statement pool', () => pool.close());
   const { applicationId, notificationIds } = await seed(url, pool.db);
-  const runs: { deliveries: number; cpu: Map<Statement, number> }[] = [];
+  const runs: Awaited<ReturnType<typeof fanOnce>>[] = [];
   for (let i = 0; i <= settings.iterations; i++) runs.push(await fanOnce(pool.db, applicationId, notificationIds));
   const measured = runs.slice(1);
   const deliveries = measured[0].deliveries;
@@ -146,14 +153,19 @@ async function run(): Promise<number> {
     `${settings.notifications} notifications × ${settings.recipients} users fanned out together: ${integer(deliveries)} deliveries, ` +
       `deliver batches of ${settings.batchSize}; median of ${measured.length} iterations after one to warm up`,
   );
-  log(`${'statement'.padEnd(24)}${'Postgres CPU µs a delivery'.padStart(28)}   iterations`);
-  let total = 0;
+  log(`${'statement'.padEnd(24)}${'CPU µs a delivery: Postgres'.padStart(28)}${'client'.padStart(10)}   Postgres in each iteration`);
+  const totals = { server: 0, client: 0 };
   for (const statement of statements) {
-    const perDelivery = measured.map((one) => (one.cpu.get(statement) ?? 0) / deliveries);
-    total += median(perDelivery);
-    log(`${statement.padEnd(24)}${fixed(median(perDelivery), 2).padStart(28)}   ${perDelivery.map((value) => fixed(value, 1)).join(' / ')}`);
+    const server = measured.map((one) => (one.cpu.get(statement) ?? 0) / deliveries);
+    const client = median(measured.map((one) => (one.client.get(statement) ?? 0) / deliveries));
+    totals.server += median(server);
+    totals.client += client;
+    log(
+      `${statement.padEnd(24)}${fixed(median(server), 2).padStart(28)}${fixed(client, 2).padStart(10)}   ` +
+        server.map((value) => fixed(value, 1)).join(' / '),
+    );
   }
-  log(`${'all'.padEnd(24)}${fixed(total, 2).padStart(28)}`);
+  log(`${'all'.padEnd(24)}${fixed(totals.server, 2).padStart(28)}${fixed(totals.client, 2).padStart(10)}`);
   return 0;
 }
 
