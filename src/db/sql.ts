@@ -359,8 +359,8 @@ export type DeliverBatch = {
  * first claims its deliveries with claimPending instead. The batch's deliveries are probed once, and
  * its notifications by their ids: read as `id in (select … from deliveries …)`, the planner could
  * make that a scan of each notification's deliveries compared with all the batch's ids, and the
- * installations a hash of the whole table (measured with fresh statistics: 26-27 µs of Postgres'
- * CPU a delivery against 14-16).
+ * installations a hash of the whole table (with fresh statistics, `make bench-statements`: 19-20 µs
+ * of Postgres' CPU a delivery against 12-16).
  */
 export async function readBatch(db: Db, job: { applicationId: string; provider: string; deliveryIds: string[] }): Promise<DeliverBatch> {
   const [found] = await rows(
