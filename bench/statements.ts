@@ -15,7 +15,7 @@
 //   BENCH_ITERATIONS      fanouts measured, after one to warm up (5)
 //   BENCH_NOTIFICATIONS   notifications fanned out together (20)
 //   BENCH_RECIPIENTS      users per notification, distinct across notifications (500)
-//   BENCH_BATCH_SIZE      pushes per deliver batch (250, Herald's default)
+//   HERALD_DELIVER_BATCH_SIZE  pushes per deliver batch, as Herald reads it (its default)
 import { readFileSync } from 'node:fs';
 import { sql, type Kysely } from 'kysely';
 import { migrate, openOrm } from '../src/db/orm.ts';
@@ -30,6 +30,7 @@ import {
   type NewDelivery,
 } from '../src/db/sql.ts';
 import { createApplication } from '../src/domain/applications.ts';
+import { loadConfig } from '../src/service/config.ts';
 import { createCleanups, fixed, integer, machineLine, median, positiveIntegerFromEnv, runBenchmark } from './support.ts';
 import { androidToken, createDatabase, iosToken, userId } from '../test/support/seed.ts';
 
@@ -38,7 +39,7 @@ const settings = {
   iterations: positiveIntegerFromEnv('BENCH_ITERATIONS', 5),
   notifications: positiveIntegerFromEnv('BENCH_NOTIFICATIONS', 20),
   recipients: positiveIntegerFromEnv('BENCH_RECIPIENTS', 500),
-  batchSize: positiveIntegerFromEnv('BENCH_BATCH_SIZE', 250),
+  batchSize: loadConfig(process.env).HERALD_DELIVER_BATCH_SIZE,
 };
 const statements = ['start processing', 'target installations', 'insert deliveries', 'read batches', 'record outcomes'] as const;
 type Statement = (typeof statements)[number];
