@@ -108,9 +108,10 @@ sdk-build: install
 bench-fanout: install build
 	node bench/fanout.ts $(BENCH_ARGS)
 
-# The fanout's statements one at a time (bench/statements.ts): Postgres' CPU and the client's per delivery for
-# each statement of a bench-fanout-sized fanout and its deliver batches, in transactions rolled back,
-# on a fresh database on DATABASE_URL's server (which must run on this machine), dropped at the end.
+# The fanout's statements one at a time (bench/statements.ts): Postgres' CPU and the client's per
+# delivery for each statement of a bench-fanout-sized fanout and its deliver batches, in transactions
+# rolled back, on a fresh database on DATABASE_URL's server (which must run on this machine), dropped
+# at the end.
 .PHONY: bench-statements
 bench-statements: install
 	node bench/statements.ts
