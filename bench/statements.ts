@@ -78,12 +78,20 @@ async function seed(url: string, db: Kysely<unknown>): Promise<{ applicationId: 
   return { applicationId, notificationIds };
 }
 
-/** Microseconds of CPU the backend `pid` has used (its scheduler statistics, in nanoseconds). */
+/**
+ * Microseconds of CPU the backend `pid` has used, from its scheduler statistics (nanoseconds), not
+ * support.ts' cpuSeconds: that counts clock ticks (10 ms), coarser than the cheapest statements
+ * here, and a backend is one thread, whose own statistics are all of its CPU.
+ */
 function backendCpuMicros(pid: number): number {
   return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000;
 }
 
-/** One fanout and its deliver batches, as the worker makes them, on one connection; rolled back. */
+/**
+ * One fanout's statements and its deliver batches' (per platform, of the configured size), on one
+ * connection, rolled back. Every delivery is pending: the rules that skip some (domain/fanout.ts)
+ * run in Node and cost Postgres nothing.
+ */
 async function fanOnce(db: Kysely<unknown>, applicationId: string, notificationIds: string[]): Promise<{ deliveries: number; cpu: Map<Statement, number>; client: Map<Statement, number> }> {
   return db.connection().execute(async (connection) => {
     const [{ pid }] = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(connection)).rows;
