@@ -49,7 +49,7 @@
 //   BENCH_PREFILL_DELIVERIES      --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS     NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                    also write the figures to this file
-//   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX: replace bin/herald's own (to compare them)
+//   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: replace bin/herald's own (to compare them)
 //   HERALD_DB_POOL_MAX, HERALD_WORKER_CONCURRENCY: passed on to Herald (the pool size to the ceiling too)
 //   HERALD_WORKER_NICE            the workers' niceness (10 when split: both processes share this one's scheduling group, where
 //                                 it weighs the workers as docker-compose.yml's cpu_shares weighs their container; 0 for one

@@ -33,7 +33,7 @@
 //   BENCH_PREFILL_DELIVERIES     --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS    NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                   also write the figures to this file
-//   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX: replace bin/herald's own (to compare them)
+//   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: replace bin/herald's own (to compare them)
 //   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DELIVER_CHUNK_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

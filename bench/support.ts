@@ -245,9 +245,10 @@ export function heraldEnvironment(options: {
     HERALD_PROVIDER_CA_FILE: options.caFile,
     HERALD_CREDENTIALS_KEY: options.credentialsKey.toString('base64'),
     HERALD_SEND_QUOTA: '1000000',
-    // bin/herald's Node flags (set, even empty, they replace its own) and malloc arenas, to compare them.
+    // bin/herald's Node flags (set, even empty, they replace its own) and malloc settings, to compare them.
     ...(process.env.HERALD_NODE_OPTIONS === undefined ? {} : { HERALD_NODE_OPTIONS: process.env.HERALD_NODE_OPTIONS }),
     ...(process.env.MALLOC_ARENA_MAX === undefined ? {} : { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX }),
+    ...(process.env.MALLOC_MMAP_THRESHOLD_ === undefined ? {} : { MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ }),
   };
 }
 
