@@ -323,7 +323,10 @@ async function queueTimes(pool: pg.Pool, schema: string, since: number): Promise
  * transaction's start), and the first push was received. Fanout jobs carry the notification's id;
  * deliver jobs, its deliveries' ids.
  */
-async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: Received): Promise<Record<string, number>> {
+type Timeline = Record<string, number>;
+
+/** Each step's median over the notifications, and the steps of the one whose first push came last. */
+async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: Received): Promise<{ median: Timeline; slowest: Timeline }> {
   const { rows } = await pool.query<{ id: string; fanout_started: string; fanout_completed: string; deliver_started: string; claimed: string }>(
     // Each deliver job's ids are read once (a containment test per notification scanned every job's
     // array again: seconds a call after a load).
@@ -344,16 +347,29 @@ async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: R
     [sent.map((notification) => notification.id)],
   );
   const byId = new Map(rows.map((row) => [row.id, row]));
-  const offsets = (pick: (row: (typeof rows)[number], notification: Sent) => number) =>
-    median(sent.map((notification) => pick(byId.get(notification.id)!, notification) - notification.acceptedAt));
+  const steps = (notification: Sent): Timeline => {
+    const row = byId.get(notification.id)!;
+    const after = (at: number) => at - notification.acceptedAt;
+    return {
+      'fanout picked up': after(Number(row.fanout_started)),
+      'fanout done': after(Number(row.fanout_completed)),
+      'deliver picked up': after(Number(row.deliver_started)),
+      'first chunk began': after(Number(row.claimed)),
+      'first push': after(received.first.get(notification.id) ?? Number.NaN),
+    };
+  };
+  const each = sent.map(steps);
+  const names = Object.keys(each[0]);
   return {
-    'fanout picked up': offsets((row) => Number(row.fanout_started)),
-    'fanout done': offsets((row) => Number(row.fanout_completed)),
-    'deliver picked up': offsets((row) => Number(row.deliver_started)),
-    'first chunk began': offsets((row) => Number(row.claimed)),
-    'first push': offsets((_, notification) => received.first.get(notification.id) ?? Number.NaN),
+    median: Object.fromEntries(names.map((name) => [name, median(each.map((one) => one[name]))])),
+    slowest: each.reduce((slowest, one) => (one['first push'] > slowest['first push'] ? one : slowest)),
   };
 }
+
+const timelineText = (steps: Timeline) =>
+  Object.entries(steps)
+    .map(([step, ms]) => `${step} ${integer(ms)}`)
+    .join(', ');
 
 /** 202 → first push received by a simulator, per notification, in ms. */
 function firstPushLatencies(sent: Sent[], received: Received): number[] {
@@ -486,7 +502,7 @@ async function warmUp(stage: Stage): Promise<void> {
   await sleep(500);
 }
 
-type Idle = { latency: number[]; timeline: Record<string, number>; jobs: QueueTimes[] };
+type Idle = { latency: number[]; timeline: Timeline; jobs: QueueTimes[] };
 
 /** Idle latency: one notification at a time on a quiet system. */
 async function idlePhase(stage: Stage): Promise<Idle> {
@@ -509,7 +525,7 @@ async function idlePhase(stage: Stage): Promise<Idle> {
   const latency = firstPushLatencies(idleSent, idleReceived);
   const idle = {
     latency,
-    timeline: await timeline(pool, queueSchema, idleSent, idleReceived),
+    timeline: (await timeline(pool, queueSchema, idleSent, idleReceived)).median,
     jobs: await queueTimes(pool, queueSchema, idleStarted),
   };
   log(`idle: ${idleSent.length} notifications one at a time, 202 → first push p50 ${integer(percentile(latency, 50))} ms`);
@@ -635,10 +651,8 @@ async function probePhase(stage: Stage, kind: Probes['kind'], stamp: string): Pr
     log(
       `(c) ${kind} round ${round + 1}: load of ${settings.notifications} over in ${fixed(phase.loadSeconds.at(-1)!, 2)} s; ` +
         `sends at ${offsets.map(integer).join(' / ')} ms: 202 → first push ${latency.map(integer).join(' / ')} ms ` +
-        `(load still running ${ahead.map(integer).join(' / ')} ms after each); their median ms after the 202: ` +
-        Object.entries(where)
-          .map(([step, ms]) => `${step} ${integer(ms)}`)
-          .join(', '),
+        `(load still running ${ahead.map(integer).join(' / ')} ms after each); their median ms after the 202: ${timelineText(where.median)}; ` +
+        `the slowest's: ${timelineText(where.slowest)}`,
     );
   }
   return phase;
@@ -715,9 +729,7 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
     );
   }
   log(
-    `  idle timeline, median ms after the 202: ${Object.entries(idle.timeline)
-      .map(([step, ms]) => `${step} ${integer(ms)}`)
-      .join(', ')}`,
+    `  idle timeline, median ms after the 202: ${timelineText(idle.timeline)}`,
   );
   log();
   log(
