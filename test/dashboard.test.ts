@@ -283,7 +283,9 @@ test("the application's webhook endpoints: their state, last delivery and recent
     const text = await shown.innerText();
     expect(text).toMatch(/enabled/);
     expect(text).toMatch(/Last delivery\s+succeeded \(HTTP 200\), notification\.completed/i);
+    // The recent deliveries are a request of their own, made once the endpoint is shown.
     const rows = shown.locator('table tbody tr');
+    await rows.first().waitFor();
     expect(await rows.count()).toBe(1);
     expect(await rows.first().innerText()).toMatch(/notification\.completed\s+succeeded\s+1\s+HTTP 200/);
     await screenshot(page, 'dashboard-18-webhooks');
