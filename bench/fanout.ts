@@ -316,16 +316,17 @@ async function queueTimes(pool: pg.Pool, schema: string, since: number): Promise
   });
 }
 
-/**
- * Where the time from a 202 to the first push goes: median milliseconds after the 202 at which the
- * fanout job was picked up and completed, the first deliver job was picked up, the transaction of
- * its first chunk began (the deliveries' last_attempt_at: the outcome's update sets it to now(), that
- * transaction's start), and the first push was received. Fanout jobs carry the notification's id;
- * deliver jobs, its deliveries' ids.
- */
+/** Milliseconds after a send's 202, by step. */
 type Timeline = Record<string, number>;
 
-/** Each step's median over the notifications, and the steps of the one whose first push came last. */
+/**
+ * Where the time from a 202 to the first push goes: milliseconds after the 202 at which the fanout
+ * job was picked up and completed, the first deliver job was picked up, the transaction of its first
+ * chunk began (the deliveries' last_attempt_at: the outcome's update sets it to now(), that
+ * transaction's start), and the first push was received; each step's median over the notifications,
+ * and the steps of the one whose first push came last. Fanout jobs carry the notification's id;
+ * deliver jobs, its deliveries' ids.
+ */
 async function timeline(pool: pg.Pool, schema: string, sent: Sent[], received: Received): Promise<{ median: Timeline; slowest: Timeline }> {
   const { rows } = await pool.query<{ id: string; fanout_started: string; fanout_completed: string; deliver_started: string; claimed: string }>(
     // Each deliver job's ids are read once (a containment test per notification scanned every job's

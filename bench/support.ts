@@ -223,6 +223,9 @@ export function positiveIntegerFromEnv(name: string, fallback: number): number {
  * The environment of a Herald process on `databaseUrl` that pushes to the simulators, logging at
  * `info` as docker-compose.yml runs it: a line per request is part of what a deployment pays.
  */
+/** What bin/herald sets unless it is set already. */
+const binHeraldSettings = ['HERALD_NODE_OPTIONS', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_'];
+
 export function heraldEnvironment(options: {
   databaseUrl: string;
   port: number;
@@ -246,9 +249,7 @@ export function heraldEnvironment(options: {
     HERALD_CREDENTIALS_KEY: options.credentialsKey.toString('base64'),
     HERALD_SEND_QUOTA: '1000000',
     // bin/herald's Node flags (set, even empty, they replace its own) and malloc settings, to compare them.
-    ...(process.env.HERALD_NODE_OPTIONS === undefined ? {} : { HERALD_NODE_OPTIONS: process.env.HERALD_NODE_OPTIONS }),
-    ...(process.env.MALLOC_ARENA_MAX === undefined ? {} : { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX }),
-    ...(process.env.MALLOC_MMAP_THRESHOLD_ === undefined ? {} : { MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ }),
+    ...Object.fromEntries(binHeraldSettings.filter((name) => process.env[name] !== undefined).map((name) => [name, process.env[name]])),
   };
 }
 

@@ -107,4 +107,13 @@ describe('bin/herald', () => {
     rmSync(path.join(folder, 'build', '.built'));
     expect(await ranEntry()).toBe('source');
   });
+
+  test("sets malloc's arenas and mmap threshold unless they are set", async () => {
+    write('build/cli/main.js', 'console.log(JSON.stringify([process.env.MALLOC_ARENA_MAX, process.env.MALLOC_MMAP_THRESHOLD_]));\n');
+    write('build/.built', '');
+    const settings = async (env: Record<string, string>) =>
+      JSON.parse((await run(path.join(folder, 'bin', 'herald'), [], { env: { PATH: process.env.PATH, ...env } })).stdout);
+    expect(await settings({})).toEqual(['2', '131072']);
+    expect(await settings({ MALLOC_ARENA_MAX: '4', MALLOC_MMAP_THRESHOLD_: '262144' })).toEqual(['4', '262144']);
+  });
 });
