@@ -49,7 +49,7 @@ test('after an outage, the jobs a worker no longer runs are retried at once, lea
   await leases.take([leasedGone], queues.deliver);
   await leases.take([leasedRunning], queues.deliver);
 
-  await leases.handBackOrphans(
+  const handedBack = await leases.handBackOrphans(
     new Set([leasedRunning, retriedAndRunning]),
     new Map([
       [neverLeased, queues.deliver],
@@ -57,6 +57,7 @@ test('after an outage, the jobs a worker no longer runs are retried at once, lea
     ]),
   );
 
+  expect(handedBack).toBe(2);
   for (const id of [leasedGone, neverLeased]) {
     const row = await job(id);
     expect(row.state).toBe('retry');

@@ -26,9 +26,9 @@ export type Leases = {
    * After a database outage: this process's leases on jobs it no longer runs, and the jobs it
    * started but could not lease (`unleased`: job id → queue). Their handlers failed while pg-boss
    * could not record it (nor the lease be taken or released), so they are handed back now rather
-   * than after their heartbeat lapses.
+   * than after their heartbeat lapses. Resolves to how many were handed back.
    */
-  handBackOrphans(running: ReadonlySet<string>, unleased: ReadonlyMap<string, string>): Promise<void>;
+  handBackOrphans(running: ReadonlySet<string>, unleased: ReadonlyMap<string, string>): Promise<number>;
   stop(): Promise<void>;
 };
 
@@ -70,14 +70,16 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
   // The jobs of these deleted leases that are still active fail, so pg-boss retries them, at once:
   // the job did nothing wrong, its process died or its database went away.
   const handBack = async (leases: TakenLease[], reason: string): Promise<number> => {
+    let handedBack = 0;
     for (const job of leases) {
       // A job pg-boss has already settled (completed, retried) is left alone.
       const current = await boss.getJobById(job.queue, job.job_id);
       if (current?.state !== 'active') continue;
       await boss.fail(job.queue, job.job_id, { message: reason });
       await boss.update(job.queue, undefined, { id: job.job_id, startAfter: new Date() });
+      handedBack += 1;
     }
-    return leases.length;
+    return handedBack;
   };
 
   const missingSince = new Map<number, number>();
@@ -113,7 +115,7 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
       const leased = await dropLeases(db, queueSchema, holder, [...running]);
       // A job retried since and running here again is not handed back.
       const notLeased = [...unleased].filter(([jobId]) => !running.has(jobId)).map(([job_id, queue]) => ({ job_id, queue }));
-      await handBack([...leased, ...notLeased], 'the database went away while it ran');
+      return handBack([...leased, ...notLeased], 'the database went away while it ran');
     },
     async stop() {
       stopped = true;

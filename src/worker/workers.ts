@@ -215,7 +215,10 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
       paused = false;
       await leases
         .handBackOrphans(running, unleased)
-        .then(() => unleased.clear())
+        .then((jobs) => {
+          unleased.clear();
+          if (jobs > 0) logger.warn({ jobs }, 'jobs cut short by the database outage handed back');
+        })
         .catch((error) => logger.error({ err: error }, 'handing back the jobs cut by the outage failed'));
       await register();
     },
