@@ -2,6 +2,8 @@
 // end whatever happens, with the APNs and FCM simulators in their own process (`herald simulate`):
 //   (a) the ceiling: @parse/node-apn and firebase-admin, through Herald's own adapters
 //       (src/providers/apns.ts, fcm.ts), sending the same pushes straight to the simulators;
+//   (a') the floor of a durable fanout (bench/fanout-floor.ts): (a)'s adapters, plus each delivery
+//       written before its push and its outcome after, in plain SQL, as few statements as can be;
 //   (b) Herald end to end, as its own process (`herald start --no-simulate`): 20 notifications ×
 //       500 distinct users (20,000 installations, one iOS and one Android per user), sent at once
 //       through the HTTP API, timed from the first 202 to the last delivery accepted; the latency
@@ -11,7 +13,7 @@
 //       202s, each timed from its 202 to its first push: priority lanes (the load normal, the sends
 //       `priority: high`, same application) and fairness between applications (the load
 //       application A's, the sends application B's, both normal).
-// (a) and (b) alternate (5 rounds by default) so that other load on the machine weighs on both alike.
+// (a), (a') and (b) take turns (5 rounds by default) so that other load on the machine weighs on all alike.
 // With `--prefill`, before Herald starts: another application's 1 million installations and 2
 // million deliveries of its finished notifications (with their events), written set-based; compare
 // the figures prefilled and empty across two runs (target: within 1.2×).
@@ -25,7 +27,7 @@
 //   BENCH_NOTIFICATIONS          notifications of the throughput phase (20)
 //   BENCH_RECIPIENTS             users per notification, distinct across notifications (500)
 //   BENCH_IDLE_NOTIFICATIONS     notifications of the idle latency phase, sent one at a time (20)
-//   BENCH_ROUNDS                 rounds, each one ceiling run then one Herald throughput run; medians are reported (5)
+//   BENCH_ROUNDS                 rounds, each one ceiling run, one floor run and one Herald throughput run; medians are reported (5)
 //   BENCH_PROBE_ROUNDS           loads of (c) per kind (3); each gets 4 sends, 250 ms, 1, 2 and 3 s after its 202s or
 //                                once the previous send has completed, whichever is later
 //   BENCH_TIMEOUT_SECONDS        how long a phase may take before the run fails (180)
@@ -50,6 +52,7 @@ import { createApnsProvider } from '../src/providers/apns.ts';
 import { createFcmProvider } from '../src/providers/fcm.ts';
 import type { ProviderEndpoints, Push, PushProvider } from '../src/providers/provider.ts';
 import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
+import { openFloor } from './fanout-floor.ts';
 import { androidToken, createDatabase, iosToken, seedApplication, userId } from '../test/support/seed.ts';
 import {
   cpuSeconds,
@@ -171,16 +174,24 @@ async function startSimulators(dataDir: string): Promise<Simulators> {
   return sims;
 }
 
-type Ceiling = { run(): Promise<number>; close(): Promise<void> };
+type Ceiling = { run(): Promise<number> };
+type Providers = { ios: PushProvider; android: PushProvider; close(): Promise<void> };
+
+/** The adapters Herald uses (the same libraries, configured the same way), for (a) and (a'). */
+function openProviders(sims: Simulators, endpoints: ProviderEndpoints): Providers {
+  const ios = createApnsProvider(sims.keys.apns, endpoints, silent);
+  const android = createFcmProvider(sims.keys.fcm, endpoints, silent);
+  let closing: Promise<void> | null = null;
+  const close = () => (closing ??= Promise.all([ios, android].map((provider) => provider.close())).then(() => undefined));
+  return { ios, android, close };
+}
 
 /**
- * (a) The adapters Herald uses (the same libraries, configured the same way), called directly with
- * pre-built pushes, both platforms at once. Warmed up (connections, JWT, OAuth token, JIT) before
- * the first measured run, as Herald is by its warm-up notifications. run() answers pushes/s.
+ * (a) The adapters called directly with pre-built pushes, both platforms at once. Warmed up
+ * (connections, JWT, OAuth token, JIT) before the first measured run, as Herald is by its warm-up
+ * notifications. run() answers pushes/s.
  */
-async function openCeiling(sims: Simulators, endpoints: ProviderEndpoints, ios: number, android: number): Promise<Ceiling> {
-  const apns = createApnsProvider(sims.keys.apns, endpoints, silent);
-  const fcm = createFcmProvider(sims.keys.fcm, endpoints, silent);
+async function openCeiling(sims: Simulators, providers: Providers, ios: number, android: number): Promise<Ceiling> {
   const pushes = (count: number, token: (n: number) => string): Push[] => {
     const expiresAt = new Date(Date.now() + message.options.ttl * 1000);
     let notificationId = randomUUID();
@@ -191,19 +202,12 @@ async function openCeiling(sims: Simulators, endpoints: ProviderEndpoints, ios: 
     });
   };
   const sendAll = async (iosPushes: Push[], androidPushes: Push[]) => {
-    const outcomes = (await Promise.all([apns.send(iosPushes), fcm.send(androidPushes)])).flat();
+    const outcomes = (await Promise.all([providers.ios.send(iosPushes), providers.android.send(androidPushes)])).flat();
     const refused = outcomes.filter((outcome) => outcome.kind !== 'accepted');
     if (refused.length > 0) throw new Error(`ceiling: ${refused.length} pushes not accepted, e.g. ${JSON.stringify(refused[0])}`);
   };
-  let closing: Promise<void> | null = null;
-  const close = () => (closing ??= Promise.all([apns, fcm].map((provider: PushProvider) => provider.close())).then(() => undefined));
-  try {
-    await sendAll(pushes(500, iosToken), pushes(500, androidToken));
-    await clearSimulators(sims);
-  } catch (error) {
-    await close();
-    throw error;
-  }
+  await sendAll(pushes(500, iosToken), pushes(500, androidToken));
+  await clearSimulators(sims);
   return {
     async run() {
       const iosPushes = pushes(ios, iosToken);
@@ -214,7 +218,6 @@ async function openCeiling(sims: Simulators, endpoints: ProviderEndpoints, ios: 
       await clearSimulators(sims);
       return (ios + android) / elapsed;
     },
-    close,
   };
 }
 
@@ -416,6 +419,7 @@ type Setup = {
   sims: Simulators;
   endpoints: ProviderEndpoints;
   credentialsKey: Buffer;
+  applicationId: string;
   serverToken: string;
   /** Application B's, whose sends (c) makes during application A's load: it has BENCH_RECIPIENTS users. */
   otherServerToken: string;
@@ -450,7 +454,7 @@ async function setUp(adminUrl: string, database: string): Promise<Setup> {
         `notifications with ${integer(prefilled.old.deliveries)} deliveries and ${integer(prefilled.old.events)} events; database ${prefilled.size}`,
     );
   }
-  return { url, tmp, sims, endpoints, credentialsKey, serverToken: prepared.serverToken, otherServerToken: other.serverToken };
+  return { url, tmp, sims, endpoints, credentialsKey, applicationId: prepared.applicationId, serverToken: prepared.serverToken, otherServerToken: other.serverToken };
 }
 
 /** What the phases run against: Herald as its own process, pointed at the simulators, and the database. */
@@ -569,33 +573,73 @@ async function loadRound(stage: Stage, round: number, stamp: string) {
   };
 }
 
-type Round = Awaited<ReturnType<typeof loadRound>> & { ceiling: number; ceilingOthers: number; ratio: number; rssKb: number | null };
+type Round = Awaited<ReturnType<typeof loadRound>> & {
+  ceiling: number;
+  ceilingOthers: number;
+  ratio: number;
+  floor: number;
+  floorCores: ReturnType<typeof coresUsed>;
+  floorSeconds: number;
+  floorRatio: number;
+  rssKb: number | null;
+};
 
 /**
- * (a) and (b) alternate, one ceiling run then one Herald round, so that whatever else the machine
- * does meanwhile weighs on both alike; each pair gives a ratio. Herald sits idle during (a).
+ * (a), (a') and (b) in turn, so that whatever else the machine does meanwhile weighs on all alike;
+ * each round gives a ratio to each. Herald sits idle during (a) and (a').
  */
 async function alternateRounds(stage: Stage, stamp: string): Promise<Round[]> {
   const { sims, server } = stage;
-  const ceiling = await openCeiling(sims, stage.endpoints, perPlatform, perPlatform);
-  cleanups.add('ceiling providers', () => ceiling.close());
+  const providers = openProviders(sims, stage.endpoints);
+  cleanups.add('ceiling providers', () => providers.close());
+  const ceiling = await openCeiling(sims, providers, perPlatform, perPlatform);
+  const floor = await openFloor({
+    url: stage.url,
+    applicationId: stage.applicationId,
+    notifications: Array.from({ length: settings.notifications }, (_, index) => recipients(index)),
+    providers,
+    content: pushContent,
+    ttlSeconds: message.options.ttl,
+    chunkSize: stage.heraldConfig.HERALD_DELIVER_CHUNK_SIZE,
+    poolMax: stage.heraldConfig.HERALD_DB_POOL_MAX,
+  });
+  cleanups.add('floor pool', () => floor.close());
+  await clearSimulators(sims);
+  const measured = async <T>(work: () => Promise<T>) => {
+    const before = cpuSnapshot(server.pid, sims.process.pid);
+    const started = performance.now();
+    const result = await work();
+    const seconds = (performance.now() - started) / 1000;
+    return { result, seconds, cores: coresUsed(before, cpuSnapshot(server.pid, sims.process.pid), seconds) };
+  };
   const rounds: Round[] = [];
   for (let round = 0; round < settings.rounds; round++) {
-    const before = cpuSnapshot(server.pid, sims.process.pid);
-    const ceilingStarted = performance.now();
-    const ceilingRate = await ceiling.run();
-    const ceilingCores = coresUsed(before, cpuSnapshot(server.pid, sims.process.pid), (performance.now() - ceilingStarted) / 1000);
-    const ceilingOthers = ceilingCores.others;
+    const { result: ceilingRate, cores: ceilingCores } = await measured(() => ceiling.run());
+    const { result: floorRate, cores: floorCores, seconds: floorSeconds } = await measured(() => floor.run());
+    await clearSimulators(sims);
     const result = await loadRound(stage, round, stamp);
-    rounds.push({ ...result, ceiling: ceilingRate, ceilingOthers, ratio: result.rate / ceilingRate, rssKb: statusKb(server.pid, 'VmRSS') });
+    rounds.push({
+      ...result,
+      ceiling: ceilingRate,
+      ceilingOthers: ceilingCores.others,
+      ratio: result.rate / ceilingRate,
+      floor: floorRate,
+      floorCores,
+      floorSeconds,
+      floorRatio: result.rate / floorRate,
+      rssKb: statusKb(server.pid, 'VmRSS'),
+    });
     log(
-      `round ${round + 1}: (a) ${integer(ceilingRate)} pushes/s, (b) ${integer(result.rate)} deliveries/s, ratio ${fixed(result.rate / ceilingRate, 2)}; ` +
-        `(a) CPU cores: adapters (this process) ${fixed(ceilingCores.bench, 2)}, simulators ${fixed(ceilingCores.simulators, 2)}, other processes ${fixed(ceilingOthers, 2)}; ` +
-        `(b) CPU cores: Herald ${fixed(result.cores.herald, 2)}, Postgres ${fixed(result.cores.postgres, 2)}, ` +
+      `round ${round + 1}: (a) ${integer(ceilingRate)} pushes/s, (a') ${integer(floorRate)} deliveries/s, (b) ${integer(result.rate)} deliveries/s, ` +
+        `ratios (b)/(a) ${fixed(result.rate / ceilingRate, 2)}, (b)/(a') ${fixed(result.rate / floorRate, 2)}; ` +
+        `(a) CPU cores: adapters (this process) ${fixed(ceilingCores.bench, 2)}, simulators ${fixed(ceilingCores.simulators, 2)}, other processes ${fixed(ceilingCores.others, 2)}; ` +
+        `(a') adapters and SQL (this process) ${fixed(floorCores.bench, 2)}, Postgres ${fixed(floorCores.postgres, 2)}, simulators ${fixed(floorCores.simulators, 2)}; ` +
+        `(b) Herald ${fixed(result.cores.herald, 2)}, Postgres ${fixed(result.cores.postgres, 2)}, ` +
         `simulators ${fixed(result.cores.simulators, 2)}, other processes ${fixed(result.cores.others, 2)}`,
     );
   }
-  await ceiling.close();
+  await providers.close();
+  await floor.close();
   return rounds;
 }
 
@@ -681,6 +725,8 @@ function summarize(rounds: Round[]) {
     ceilingRate: median(rounds.map((round) => round.ceiling)),
     heraldRate: median(rounds.map((round) => round.rate)),
     ratio: median(rounds.map((round) => round.ratio)),
+    floorRate: median(rounds.map((round) => round.floor)),
+    floorRatio: median(rounds.map((round) => round.floorRatio)),
     typical: byRate[Math.floor((byRate.length - 1) / 2)],
     quietest: [...rounds].sort((a, b) => a.cores.others + a.ceilingOthers - (b.cores.others + b.ceilingOthers))[0],
     loadLatency: rounds.flatMap((round) => round.latency),
@@ -688,7 +734,7 @@ function summarize(rounds: Round[]) {
 }
 
 function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applications: Probes }, memory: Memory, problems: string[]): void {
-  const { ceilingRate, heraldRate, ratio, typical, quietest, loadLatency } = summarize(rounds);
+  const { ceilingRate, heraldRate, ratio, floorRate, floorRatio, typical, quietest, loadLatency } = summarize(rounds);
   const idleLatency = idle.latency;
   const idleP50 = percentile(idleLatency, 50);
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'BELOW');
@@ -703,6 +749,9 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
   row(`(b) Herald: first 202 → last accepted (median)`, integer(expected), fixed(expected / heraldRate, 2), integer(heraldRate));
   row(`    rounds: ${rounds.map((round) => integer(round.rate)).join(' / ')}`);
   row(`    ratio (b)/(a), median of the rounds' ratios`, '', '', fixed(ratio, 2));
+  row(`(a') floor: (a) + each delivery written (median)`, integer(expected), fixed(expected / floorRate, 2), integer(floorRate));
+  row(`    rounds: ${rounds.map((round) => integer(round.floor)).join(' / ')}`);
+  row(`    ratio (b)/(a'), median of the rounds' ratios`, '', '', fixed(floorRatio, 2));
   row(
     `    least disturbed round (${rounds.indexOf(quietest) + 1}): (a) ${integer(quietest.ceiling)}, (b) ${integer(quietest.rate)}, ` +
       `ratio ${fixed(quietest.ratio, 2)} (other processes: ${fixed(quietest.ceilingOthers, 2)} / ${fixed(quietest.cores.others, 2)} cores)`,
@@ -750,6 +799,12 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
       `simulators ${integer(perDelivery(cpu.simulators))} µs: with nothing else running, ${os.availableParallelism()} cores ` +
       `allow at most ~${integer((os.availableParallelism() * 1e6) / cpuPerDelivery)} deliveries/s end to end`,
   );
+  // The floor's round of the median Herald round: what writing every delivery costs beyond (a).
+  const floorPerDelivery = (cores: number) => (cores * typical.floorSeconds * 1e6) / expected;
+  log(
+    `  (a') CPU per delivery: adapters and SQL client ${integer(floorPerDelivery(typical.floorCores.bench))} µs, ` +
+      `Postgres ${integer(floorPerDelivery(typical.floorCores.postgres))} µs, simulators ${integer(floorPerDelivery(typical.floorCores.simulators))} µs`,
+  );
   if (cpu.others > 0.3) log(`  NOTE: other processes used ${fixed(cpu.others, 2)} cores meanwhile: the figures are lower than on a quiet machine.`);
   log(
     `  simulators: APNs ${typical.received.counters.apns.sessions} connection(s) since start, max ${typical.received.counters.apns.maxInFlight} in flight; ` +
@@ -791,7 +846,7 @@ function writeFigures(
     loadAheadMs: phase.ahead,
     loadSeconds: phase.loadSeconds,
   });
-  const { ceilingRate, heraldRate, ratio, loadLatency } = summarize(rounds);
+  const { ceilingRate, heraldRate, ratio, floorRate, floorRatio, loadLatency } = summarize(rounds);
   const figures = {
     at: new Date().toISOString(),
     loadAverage: os.loadavg(),
@@ -802,12 +857,16 @@ function writeFigures(
       poolMax: heraldConfig.HERALD_DB_POOL_MAX,
     },
     ceilingRate,
+    floorRate,
     heraldRate,
     startRssKb: memory.startRssKb,
-    rounds: rounds.map(({ ceiling, ceilingOthers, rate, ratio, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
+    rounds: rounds.map(({ ceiling, ceilingOthers, floor, floorCores, floorRatio, rate, ratio, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
       rssKb,
       ceiling,
       ceilingOthers,
+      floor,
+      floorCores,
+      floorRatio,
       rate,
       ratio,
       seconds,
@@ -817,6 +876,7 @@ function writeFigures(
       providerRate,
     })),
     ratio,
+    floorRatio,
     loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99) },
     idleLatency: { p50: percentile(idle.latency, 50), p99: percentile(idle.latency, 99), all: idle.latency, timeline: idle.timeline, jobs: idle.jobs },
     highPriorityUnderLoadLatency: probeFigures(probes.lanes),
