@@ -3,6 +3,7 @@
 // once instead of at its next poll.
 import { fromKysely, PgBoss, type Queue } from 'pg-boss';
 import type { OutageWatch } from '../db/outage.ts';
+import { PreparingClient } from '../db/preparing-client.ts';
 import type { FanoutQueue } from '../domain/notifications.ts';
 import type { EnqueueWebhookJobs } from '../domain/webhook-outbox.ts';
 import type { Logger } from '../logging/logger.ts';
@@ -24,8 +25,14 @@ export async function startBoss(
   logger: Logger,
   options: { worker: boolean; schema: string; outage?: OutageWatch },
 ): Promise<PgBoss> {
+  // pg passes `Client` on to its pool; pg-boss's options do not name it.
+  const poolClient = { Client: PreparingClient };
   const boss = new PgBoss({
+    ...poolClient,
     connectionString,
+    // See PreparingClient: a fetch's generic plan is as good as a custom one (it probes the
+    // queue's index by name and state either way) and costs no planning per call.
+    options: '-c plan_cache_mode=force_generic_plan',
     schema: options.schema,
     max: options.worker ? 10 : 3,
     // Only workers supervise (expire, retry, archive) and listen; an API process just enqueues.
