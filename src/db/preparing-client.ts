@@ -30,14 +30,15 @@ function preparedName(text: string): string | undefined {
 const singleDataStatement = /^\s*(with|select|insert|update|delete)\b[^;]*$/i;
 
 export class PreparingClient extends pg.Client {
-  // @ts-expect-error: pg.Client's query has a dozen overloads; this one forwards them all.
-  override query(config: unknown, values?: unknown, callback?: unknown) {
-    if (typeof config === 'string' && singleDataStatement.test(config)) {
-      const name = preparedName(config);
-      // @ts-expect-error: see above.
-      if (name !== undefined) return super.query({ name, text: config, values: Array.isArray(values) ? values : [] }, typeof values === 'function' ? values : callback);
-    }
-    // @ts-expect-error: see above.
-    return super.query(config, values, callback);
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    // Assigned rather than overridden: pg.Client's query has a dozen overloads, all forwarded here.
+    const query = this.query.bind(this) as (config: unknown, values?: unknown, callback?: unknown) => unknown;
+    this.query = ((config: unknown, values?: unknown, callback?: unknown) => {
+      const name = typeof config === 'string' && singleDataStatement.test(config) ? preparedName(config) : undefined;
+      if (name === undefined) return query(config, values, callback);
+      // (text, callback) as well as (text, values, callback).
+      return typeof values === 'function' ? query({ name, text: config, values: [] }, values) : query({ name, text: config, values: values ?? [] }, callback);
+    }) as pg.Client['query'];
   }
 }
