@@ -20,7 +20,7 @@ afterEach(() => {
   pipeline.fcm.setRules([]);
 });
 
-type Delivery = { id: string; installation_id: string; state: string };
+type Delivery = { id: string; installation_id: string; state: string; attempts: number };
 
 async function report(app: PipelineApplication, delivery: Delivery, type: string, eventId = randomUUID(), occurredAt = new Date()) {
   const res = await request(pipeline.harness.app)
@@ -64,15 +64,24 @@ test('after concurrent batches, retries, failures and duplicate events, the coun
     app.send({ recipients: { user_ids: [...users.slice(20), 'nobody'] }, notification: { title: 'Others' } }),
   ]);
 
+  // The providers refuse a fifth of the pushes for the first 3 s, then only the dead tokens: retries
+  // happen alongside everything else, and end. (Refused all along, a push refused six times in a row,
+  // one in 15,000, waits 1 + 2 + … + 32 s: past the deadline below.)
+  const transientFailures = setTimeout(() => {
+    pipeline.apns.setRules([{ prefix: 'dead-', reason: 'Unregistered' }]);
+    pipeline.fcm.setRules([]);
+  }, 3_000);
   // Events are reported while the batches are still being delivered.
   // Reported on as soon as it is pushed (a pending one may still end skipped, and refuse events).
   const reported = new Map<string, Set<string>>(ids.map((id) => [id, new Set()]));
   const reports: Promise<void>[] = [];
   const deadline = Date.now() + 60_000;
+  const retried = new Set<string>();
   for (;;) {
     const states = await Promise.all(ids.map((id) => app.notification(id)));
     for (const id of ids) {
       for (const delivery of await app.deliveries(id)) {
+        if (delivery.attempts > 1) retried.add(delivery.id);
         if (delivery.state === 'pending' || delivery.state === 'skipped' || reported.get(id)!.has(delivery.id)) continue;
         reported.get(id)!.add(delivery.id);
         reports.push(reportEverything(app, delivery));
@@ -82,7 +91,9 @@ test('after concurrent batches, retries, failures and duplicate events, the coun
     if (Date.now() > deadline) throw new Error('the notifications did not settle');
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+  clearTimeout(transientFailures);
   await Promise.all(reports);
+  expect(retried.size).toBeGreaterThan(0);
 
   for (const id of ids) {
     const { statistics } = await app.notification(id);
