@@ -36,8 +36,13 @@ export async function openFloor(options: {
     const notificationId = newId();
     const expiresAt = new Date(Date.now() + options.ttlSeconds * 1000);
     const { rows: targets } = await pool.query<Target>(
-      `select id, installation_id, user_id, platform, provider_identifier from installations
-        where application_id = $1 and user_id = any($2::text[]) and status = 'active'`,
+      // A probe of (application_id, user_id) per user, as Herald's read is: planned with the array's
+      // 500 values, `user_id = any($2)` took 7–10 ms to plan and a scan to run.
+      `select i.id, i.installation_id, i.user_id, i.platform, i.provider_identifier
+         from unnest($2::text[]) as u(user_id)
+              cross join lateral (
+                select * from installations i where i.application_id = $1 and i.user_id = u.user_id and i.status = 'active' offset 0
+              ) i`,
       [options.applicationId, users],
     );
     const deliveryIds = targets.map(() => newId());

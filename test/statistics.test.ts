@@ -65,8 +65,8 @@ test('after concurrent batches, retries, failures and duplicate events, the coun
   ]);
 
   // The providers refuse a fifth of the pushes for the first 3 s, then only the dead tokens: retries
-  // happen alongside everything else, and end. (Refused all along, a push refused six times in a row,
-  // one in 15,000, waits 1 + 2 + … + 32 s: past the deadline below.)
+  // happen alongside everything else, and end. (Refused all along, a push refused five or six times
+  // in a row, one in 3,000 or 15,000, waits 1 + 2 + … + 16 or 32 s: at or past the deadline below.)
   const transientFailures = setTimeout(() => {
     pipeline.apns.setRules([{ prefix: 'dead-', reason: 'Unregistered' }]);
     pipeline.fcm.setRules([]);
