@@ -20,6 +20,17 @@ export const queues = {
   webhookFailed: 'webhook_failed',
 } as const;
 
+/**
+ * See PreparingClient: a fetch's generic plan is as good as a custom one (it probes the queue's
+ * index by name and state either way) and costs no planning per call. Added to the URL's own
+ * startup options, if any: pg reads the URL's over its config's.
+ */
+function withGenericPlans(connectionString: string): string {
+  const url = new URL(connectionString);
+  url.searchParams.set('options', [url.searchParams.get('options'), '-c plan_cache_mode=force_generic_plan'].filter(Boolean).join(' '));
+  return url.toString();
+}
+
 export async function startBoss(
   connectionString: string,
   logger: Logger,
@@ -29,10 +40,7 @@ export async function startBoss(
   const poolClient = { Client: PreparingClient };
   const boss = new PgBoss({
     ...poolClient,
-    connectionString,
-    // See PreparingClient: a fetch's generic plan is as good as a custom one (it probes the
-    // queue's index by name and state either way) and costs no planning per call.
-    options: '-c plan_cache_mode=force_generic_plan',
+    connectionString: withGenericPlans(connectionString),
     schema: options.schema,
     max: options.worker ? 10 : 3,
     // Only workers supervise (expire, retry, archive) and listen; an API process just enqueues.
