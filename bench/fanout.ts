@@ -588,7 +588,7 @@ type Round = Awaited<ReturnType<typeof loadRound>> & {
  * (a), (a') and (b) in turn, so that whatever else the machine does meanwhile weighs on all alike;
  * each round gives a ratio to each. Herald sits idle during (a) and (a').
  */
-async function alternateRounds(stage: Stage, stamp: string): Promise<Round[]> {
+async function roundsInTurn(stage: Stage, stamp: string): Promise<Round[]> {
   const { sims, server } = stage;
   const providers = openProviders(sims, stage.endpoints);
   cleanups.add('ceiling providers', () => providers.close());
@@ -893,7 +893,7 @@ async function run(): Promise<number> {
   const stage = await startHerald(await setUp(adminUrl, `herald_bench_${stamp}`));
   await warmUp(stage);
   const idle = await idlePhase(stage);
-  const rounds = await alternateRounds(stage, stamp);
+  const rounds = await roundsInTurn(stage, stamp);
   const probes = { lanes: await probePhase(stage, 'lanes', stamp), applications: await probePhase(stage, 'applications', stamp) };
   const { memory, problems } = await stopHerald(stage);
   report(rounds, idle, probes, memory, problems);

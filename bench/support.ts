@@ -219,13 +219,13 @@ export function positiveIntegerFromEnv(name: string, fallback: number): number {
   return value;
 }
 
+/** What bin/herald sets unless it is set already. */
+const binHeraldSettings = ['HERALD_NODE_OPTIONS', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_'];
+
 /**
  * The environment of a Herald process on `databaseUrl` that pushes to the simulators, logging at
  * `info` as docker-compose.yml runs it: a line per request is part of what a deployment pays.
  */
-/** What bin/herald sets unless it is set already. */
-const binHeraldSettings = ['HERALD_NODE_OPTIONS', 'MALLOC_ARENA_MAX', 'MALLOC_MMAP_THRESHOLD_'];
-
 export function heraldEnvironment(options: {
   databaseUrl: string;
   port: number;

@@ -1,14 +1,12 @@
 // The job queue's connections prepare each statement once: what PreparingClient names and what it
 // leaves to run as sent, on a connection of the real Postgres, and pg-boss's fetch through it.
 import { randomBytes } from 'node:crypto';
-import type pg from 'pg';
 import { PreparingClient } from '../src/db/preparing-client.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { queues, startBoss } from '../src/worker/queue.ts';
 import { databaseUrl } from './support/harness.ts';
 
-// Typed as pg's own client: PreparingClient forwards pg's query overloads untyped.
-let client: pg.Client;
+let client: PreparingClient;
 beforeAll(async () => {
   client = new PreparingClient({ connectionString: databaseUrl() });
   await client.connect();
