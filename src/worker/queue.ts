@@ -143,7 +143,7 @@ export function fanoutQueue(boss: PgBoss): FanoutQueue {
         id: job.notificationId,
         ...placement(job.applicationId, priority),
         ...(startAfter ? { startAfter } : {}),
-        db: fromKysely(tx.getKysely()),
+        db: fromKysely(tx),
       });
     },
     async dropScheduled(tx, notificationId) {
