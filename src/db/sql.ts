@@ -3,9 +3,9 @@
 // the same way). Everything else goes through the ORM. The hot paths are set-based (unnest of
 // arrays): one round trip per batch, never one per push.
 //
-// A statement runs on a unit of work (an EntityManager, inside its transaction if it has one), on
-// a Kysely of its own pool (the leases), or, compiled with `compiled()`, on a dedicated session
-// (advisory locks, which live as long as their connection).
+// A statement runs on a unit of work (an EntityManager, inside its transaction if it has one), in
+// a Kysely transaction (a send's), on a Kysely of its own pool (the leases), or, compiled with
+// `compiled()`, on a dedicated session (advisory locks, which live as long as their connection).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   DummyDriver,
