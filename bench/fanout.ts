@@ -618,7 +618,7 @@ async function roundsInTurn(stage: Stage, stamp: string): Promise<Round[]> {
     const { result: floorRate, cores: floorCores, seconds: floorSeconds } = await measured(() => floor.run());
     await clearSimulators(sims);
     const result = await loadRound(stage, round, stamp);
-    rounds.push({
+    const measuredRound: Round = {
       ...result,
       ceiling: ceilingRate,
       ceilingOthers: ceilingCores.others,
@@ -628,10 +628,11 @@ async function roundsInTurn(stage: Stage, stamp: string): Promise<Round[]> {
       floorSeconds,
       floorRatio: result.rate / floorRate,
       rssKb: statusKb(server.pid, 'VmRSS'),
-    });
+    };
+    rounds.push(measuredRound);
     log(
       `round ${round + 1}: (a) ${integer(ceilingRate)} pushes/s, (a') ${integer(floorRate)} deliveries/s, (b) ${integer(result.rate)} deliveries/s, ` +
-        `ratios (b)/(a) ${fixed(result.rate / ceilingRate, 2)}, (b)/(a') ${fixed(result.rate / floorRate, 2)}; ` +
+        `ratios (b)/(a) ${fixed(measuredRound.ratio, 2)}, (b)/(a') ${fixed(measuredRound.floorRatio, 2)}; ` +
         `(a) CPU cores: adapters (this process) ${fixed(ceilingCores.bench, 2)}, simulators ${fixed(ceilingCores.simulators, 2)}, other processes ${fixed(ceilingCores.others, 2)}; ` +
         `(a') adapters and SQL (this process) ${fixed(floorCores.bench, 2)}, Postgres ${fixed(floorCores.postgres, 2)}, simulators ${fixed(floorCores.simulators, 2)}; ` +
         `(b) Herald ${fixed(result.cores.herald, 2)}, Postgres ${fixed(result.cores.postgres, 2)}, ` +

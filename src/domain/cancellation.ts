@@ -45,7 +45,7 @@ export async function cancelNotification(
   // A scheduled notification's deferred fanout is dropped with the status, in one transaction.
   const marked = await em.fork().transactional(async (tx) => {
     const found = await markCancelled(tx, applicationId, id);
-    if (found?.fanoutDeferred) await fanouts.dropScheduled(tx, id);
+    if (found?.fanoutDeferred) await fanouts.dropScheduled(tx.getKysely(), id);
     return found;
   });
   if (marked === undefined) throw notFound();

@@ -31,7 +31,7 @@ export type SendRequest = Schemas['NotificationSend'];
 export type NotificationView = Schemas['Notification'];
 
 export type FanoutJob = { notificationId: string; applicationId: string };
-/** Where notifications' fanout jobs wait (worker/queue.ts fanoutQueue). */
+/** Where notifications' fanout jobs wait (worker/queue.ts fanoutQueue); `tx`: the caller's transaction, as Kysely (pg-boss runs in it). */
 export type FanoutQueue = {
   /**
    * Enqueues a notification's fanout in the caller's transaction (a rollback drops the job too),
@@ -39,7 +39,7 @@ export type FanoutQueue = {
    */
   enqueue(tx: Kysely<unknown>, job: FanoutJob, when: { priority: number; startAfter: Date | null }): Promise<void>;
   /** Drops the deferred fanout job of a scheduled notification, in the caller's transaction (a cancel). */
-  dropScheduled(tx: EntityManager, notificationId: string): Promise<void>;
+  dropScheduled(tx: Kysely<unknown>, notificationId: string): Promise<void>;
 };
 
 /** How long an Idempotency-Key protects against a duplicate send. */

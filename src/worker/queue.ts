@@ -147,7 +147,7 @@ export function fanoutQueue(boss: PgBoss): FanoutQueue {
       });
     },
     async dropScheduled(tx, notificationId) {
-      await boss.cancel(queues.scheduledFanout, notificationId, { db: fromKysely(tx.getKysely()) });
+      await boss.cancel(queues.scheduledFanout, notificationId, { db: fromKysely(tx) });
     },
   };
 }
