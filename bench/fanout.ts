@@ -56,6 +56,7 @@ import { openFloor } from './fanout-floor.ts';
 import { androidToken, createDatabase, iosToken, seedApplication, userId } from '../test/support/seed.ts';
 import {
   cpuSeconds,
+  mainThreadCpuSeconds,
   cpuSecondsBetween,
   cpuSecondsByProcess,
   createCleanups,
@@ -384,11 +385,12 @@ function firstPushLatencies(sent: Sent[], received: Received): number[] {
   });
 }
 
-type CpuSnapshot = { herald: number; simulators: number; bench: number; postgres: Map<number, number>; machine: { busy: number; total: number } };
+type CpuSnapshot = { herald: number; heraldMainThread: number; simulators: number; bench: number; postgres: Map<number, number>; machine: { busy: number; total: number } };
 function cpuSnapshot(heraldPid: number, simulatorsPid: number): CpuSnapshot {
   const bench = process.cpuUsage();
   return {
     herald: cpuSeconds(heraldPid),
+    heraldMainThread: mainThreadCpuSeconds(heraldPid),
     simulators: cpuSeconds(simulatorsPid),
     bench: (bench.user + bench.system) / 1e6,
     postgres: cpuSecondsByProcess('postgres'),
@@ -396,13 +398,15 @@ function cpuSnapshot(heraldPid: number, simulatorsPid: number): CpuSnapshot {
   };
 }
 function coresUsed(before: CpuSnapshot, after: CpuSnapshot, seconds: number) {
-  const per = (key: 'herald' | 'simulators' | 'bench' | 'postgres') =>
+  const per = (key: 'herald' | 'heraldMainThread' | 'simulators' | 'bench' | 'postgres') =>
     (key === 'postgres' ? cpuSecondsBetween(before.postgres, after.postgres) : after[key] - before[key]) / seconds;
   const machineTotal = after.machine.total - before.machine.total;
   const machineBusy = machineTotal > 0 ? ((after.machine.busy - before.machine.busy) / machineTotal) * os.availableParallelism() : Number.NaN;
   const ours = per('herald') + per('simulators') + per('bench') + per('postgres');
   return {
     herald: per('herald'),
+    /** Of Herald's: its event loop's (what binds it); the rest is V8's helper threads', mostly garbage collection. */
+    heraldMainThread: per('heraldMainThread'),
     simulators: per('simulators'),
     bench: per('bench'),
     postgres: per('postgres'),
@@ -635,7 +639,7 @@ async function roundsInTurn(stage: Stage, stamp: string): Promise<Round[]> {
         `ratios (b)/(a) ${fixed(measuredRound.ratio, 2)}, (b)/(a') ${fixed(measuredRound.floorRatio, 2)}; ` +
         `(a) CPU cores: adapters (this process) ${fixed(ceilingCores.bench, 2)}, simulators ${fixed(ceilingCores.simulators, 2)}, other processes ${fixed(ceilingCores.others, 2)}; ` +
         `(a') adapters and SQL (this process) ${fixed(floorCores.bench, 2)}, Postgres ${fixed(floorCores.postgres, 2)}, simulators ${fixed(floorCores.simulators, 2)}; ` +
-        `(b) Herald ${fixed(result.cores.herald, 2)}, Postgres ${fixed(result.cores.postgres, 2)}, ` +
+        `(b) Herald ${fixed(result.cores.herald, 2)} (main thread ${fixed(result.cores.heraldMainThread, 2)}), Postgres ${fixed(result.cores.postgres, 2)}, ` +
         `simulators ${fixed(result.cores.simulators, 2)}, other processes ${fixed(result.cores.others, 2)}`,
     );
   }
@@ -796,7 +800,8 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
   const perDelivery = (cores: number) => (cores * typical.cpuWindow * 1e6) / typical.accepted;
   const cpuPerDelivery = perDelivery(cpu.herald) + perDelivery(cpu.postgres) + perDelivery(cpu.simulators);
   log(
-    `  CPU per delivery: Herald ${integer(perDelivery(cpu.herald))} µs, Postgres ${integer(perDelivery(cpu.postgres))} µs, ` +
+    `  CPU per delivery: Herald ${integer(perDelivery(cpu.herald))} µs (main thread ${integer(perDelivery(cpu.heraldMainThread))}, ` +
+      `other threads ${integer(perDelivery(cpu.herald - cpu.heraldMainThread))}), Postgres ${integer(perDelivery(cpu.postgres))} µs, ` +
       `simulators ${integer(perDelivery(cpu.simulators))} µs: with nothing else running, ${os.availableParallelism()} cores ` +
       `allow at most ~${integer((os.availableParallelism() * 1e6) / cpuPerDelivery)} deliveries/s end to end`,
   );

@@ -326,10 +326,23 @@ export async function resetSimulators(sims: SimulatorsProcess, latency: number |
 
 const clockTicks = 100;
 
-/** CPU seconds (user + system) a process has used so far; 0 once it is gone. */
+/** CPU seconds (user + system) a process has used so far, all its threads; 0 once it is gone. */
 export function cpuSeconds(pid: number): number {
+  return statCpuSeconds(`/proc/${pid}/stat`);
+}
+
+/**
+ * CPU seconds a process's main thread has used so far: for Node, the event loop, which binds a
+ * process that runs JavaScript; the rest of its CPU is its other threads' (V8's garbage-collection
+ * helpers, mostly, and libuv's pool).
+ */
+export function mainThreadCpuSeconds(pid: number): number {
+  return statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
+}
+
+function statCpuSeconds(file: string): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(file, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // After the command: state is field 3, utime 14, stime 15 (1-based, man proc).
     return (Number(fields[11]) + Number(fields[12])) / clockTicks;
