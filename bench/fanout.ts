@@ -56,7 +56,6 @@ import { openFloor } from './fanout-floor.ts';
 import { androidToken, createDatabase, iosToken, seedApplication, userId } from '../test/support/seed.ts';
 import {
   cpuSeconds,
-  mainThreadCpuSeconds,
   cpuSecondsBetween,
   cpuSecondsByProcess,
   createCleanups,
@@ -70,6 +69,7 @@ import {
   type Launched,
   machineCpu,
   machineLine,
+  mainThreadCpuSeconds,
   median,
   percentile,
   positiveIntegerFromEnv,
@@ -405,7 +405,7 @@ function coresUsed(before: CpuSnapshot, after: CpuSnapshot, seconds: number) {
   const ours = per('herald') + per('simulators') + per('bench') + per('postgres');
   return {
     herald: per('herald'),
-    /** Of Herald's: its event loop's (what binds it); the rest is V8's helper threads', mostly garbage collection. */
+    /** Of Herald's: its main thread's (the event loop); the rest is its other threads', V8's garbage collection mostly. */
     heraldMainThread: per('heraldMainThread'),
     simulators: per('simulators'),
     bench: per('bench'),

@@ -332,9 +332,9 @@ export function cpuSeconds(pid: number): number {
 }
 
 /**
- * CPU seconds a process's main thread has used so far: for Node, the event loop, which binds a
- * process that runs JavaScript; the rest of its CPU is its other threads' (V8's garbage-collection
- * helpers, mostly, and libuv's pool).
+ * CPU seconds a process's main thread has used so far: for Node, the event loop, where all its
+ * JavaScript runs; the rest of its CPU is its other threads' (V8's garbage-collection helpers,
+ * mostly, and libuv's pool).
  */
 export function mainThreadCpuSeconds(pid: number): number {
   return statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
