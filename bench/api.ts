@@ -651,12 +651,15 @@ function report(results: OperationRounds[], sends: SendResult, problems: string[
   };
   log(`POST /api/v1/notifications at ${settings.sendRate}/s, ${settings.usersPerSend} users each (open loop, ms from when each send was due)`);
   row('', 'p50', 'p99', 'max', 'sends');
-  latencyRow('  nothing else running', total(baseline));
+  // Where the time of the steady sends went: Herald's share is what its request log says.
+  const withShares = (label: string, of: SteadySend[]) => {
+    latencyRow(label, total(of));
+    latencyRow('    of which Herald itself (request log)', heraldTimes(of));
+    latencyRow('    of which this process sending late', of.map((send) => send.lateMs));
+  };
+  withShares('  nothing else running', baseline);
   if (burst.length > 0) latencyRow(`  while the fanout's ${settings.fanoutNotifications} are answered`, total(burst));
-  latencyRow(`  during ${settings.fanoutNotifications} × ${settings.recipients} fanout`, total(fanout));
-  // Where the time of the sends during the fanout went: Herald's share is what its request log says.
-  latencyRow('    of which Herald itself (request log)', heraldTimes(fanout));
-  latencyRow('    of which this process sending late', fanout.map((send) => send.lateMs));
+  withShares(`  during ${settings.fanoutNotifications} × ${settings.recipients} fanout`, fanout);
   const slow = fanout.filter((send) => send.ms > targets.sendP99Ms);
   if (slow.length > 0) {
     const slowLogged = heraldTimes(slow);

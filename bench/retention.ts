@@ -37,6 +37,7 @@ import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { migrate, openOrm, type Orm } from '../src/db/orm.ts';
+import { openPipelinedPool } from '../src/db/pipelined-pool.ts';
 import { createApplication, createToken, tokenCacheMs } from '../src/domain/applications.ts';
 import { createSendLimiter } from '../src/http/send-limiter.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
@@ -196,8 +197,11 @@ async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> 
   cleanups.add('job queue', () => boss.stop({ graceful: false }));
   const limiterPool = new pg.Pool({ connectionString: url, max: 4 });
   cleanups.add('rate-limit pool', () => limiterPool.end());
+  const sends = openPipelinedPool(url, 4);
+  cleanups.add('send pool', () => sends.close());
   const app = createApp({
     orm: apiOrm,
+    sends,
     fanouts: fanoutQueue(boss),
     webhooks: createWebhookOutbox(webhookEnqueuer(boss)),
     logger: silent,

@@ -4,8 +4,9 @@
 // arrays): one round trip per batch, never one per push.
 //
 // A statement runs on a unit of work (an EntityManager, inside its transaction if it has one), in
-// a Kysely transaction (a send's), on a Kysely of its own pool (the leases), or, compiled with
-// `compiled()`, on a dedicated session (advisory locks, which live as long as their connection).
+// a pipelined transaction (a send's: db/pipelined-pool.ts), on a Kysely of its own pool (the
+// leases), or, compiled with `compiled()`, on a dedicated session (advisory locks, which live as
+// long as their connection).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   DummyDriver,
@@ -23,16 +24,18 @@ import type { components } from '../generated/api.ts';
 import { newId } from './ids.ts';
 import type { DeviceDetails, Localizations, Truncation, WebhookAttempt } from './entities.ts';
 
-export type Db = EntityManager | QueryExecutorProvider;
+/** A session that runs a compiled statement itself: a send's pipelined transaction (db/pipelined-pool.ts). */
+export type StatementSession = { rows<T>(statement: RawBuilder<T>): Promise<T[]> };
 
-const executor = (db: Db): QueryExecutorProvider => ('getKysely' in db ? db.getKysely() : db);
+export type Db = EntityManager | QueryExecutorProvider | StatementSession;
 
 async function rows<T>(db: Db, statement: RawBuilder<T>): Promise<T[]> {
-  return (await statement.execute(executor(db))).rows;
+  if ('rows' in db) return db.rows(statement);
+  return (await statement.execute('getKysely' in db ? db.getKysely() : db)).rows;
 }
 
 async function run(db: Db, statement: RawBuilder<unknown>): Promise<void> {
-  await statement.execute(executor(db));
+  await rows(db, statement);
 }
 
 // Compiles without a connection, for statements that must run on one particular session.

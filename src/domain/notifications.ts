@@ -19,6 +19,7 @@ import {
   type KeyRow,
   type NotificationRow,
 } from '../db/sql.ts';
+import { observed, type PipelinedPool, type PipelinedSession } from '../db/pipelined-pool.ts';
 import type { Logger } from '../logging/logger.ts';
 import { notificationFinished } from '../observability/metrics.ts';
 import { isUuid } from './ids.ts';
@@ -31,13 +32,14 @@ export type SendRequest = Schemas['NotificationSend'];
 export type NotificationView = Schemas['Notification'];
 
 export type FanoutJob = { notificationId: string; applicationId: string };
-/** Where notifications' fanout jobs wait (worker/queue.ts fanoutQueue); `tx`: the caller's transaction, as Kysely (pg-boss runs in it). */
+/** Where notifications' fanout jobs wait (worker/queue.ts fanoutQueue); `tx`: the caller's transaction (pg-boss runs in it). */
 export type FanoutQueue = {
   /**
    * Enqueues a notification's fanout in the caller's transaction (a rollback drops the job too),
-   * in the lane of its priority (fanout.ts jobPriority), due at `startAfter` (null: now).
+   * in the lane of its priority (fanout.ts jobPriority), due at `startAfter` (null: now). The
+   * statement goes out at once, behind the ones already sent.
    */
-  enqueue(tx: Kysely<unknown>, job: FanoutJob, when: { priority: number; startAfter: Date | null }): Promise<void>;
+  enqueue(tx: PipelinedSession, job: FanoutJob, when: { priority: number; startAfter: Date | null }): Promise<void>;
   /** Drops the deferred fanout job of a scheduled notification, in the caller's transaction (a cancel). */
   dropScheduled(tx: Kysely<unknown>, notificationId: string): Promise<void>;
 };
@@ -126,15 +128,17 @@ export type SendInput = {
 
 /**
  * The order: the rules of the body (422), then the quota (429), then one transaction that claims
- * the key, stores the notification (one statement) and enqueues its fanout. A replay of an
- * accepted Idempotency-Key takes nothing from the quota (what it took is given back) and is never
- * refused: a send refused by the quota is answered as the replay it is, when it is one. Replays are
- * rare and may cost a few round trips more; a new send costs four in a row (the quota beside the
- * BEGIN, store, enqueue, COMMIT). The transaction is Kysely's, on the ORM's pool, not a unit of
- * work: a send writes no entity, and the ORM's fork and transaction cost about a tenth of its CPU.
+ * the key, stores the notification (one statement) and enqueues its fanout, committed only once the
+ * quota admitted it. A replay of an accepted Idempotency-Key takes nothing from the quota (what it
+ * took is given back) and is never refused: a send refused by the quota is answered as the replay
+ * it is, when it is one. Replays are rare and may cost a few round trips more; a new send costs two
+ * in a row: the BEGIN, the store and the enqueue pipelined, beside the quota's on its own pool, then
+ * COMMIT (four before 2026-11-28, each statement waiting for the one before). Not a unit of work: a
+ * send writes no entity, and the ORM's fork and transaction cost about a tenth of its CPU.
  */
 export async function sendNotification(
   em: EntityManager,
+  sends: PipelinedPool,
   fanouts: FanoutQueue,
   input: SendInput,
 ): Promise<{ notification: NotificationRow; accepted: boolean }> {
@@ -145,34 +149,39 @@ export async function sendNotification(
   const claim = idempotencyKey === undefined ? undefined : { applicationId, key: idempotencyKey, hash: requestHash(request) };
   const replay = async (originalId: string) => ({ notification: await findNotification(em, applicationId, originalId), accepted: false });
   const startAfter = scheduledFor(request, new Date());
-  // Awaited first thing in the transaction: the quota's round trip and the BEGIN overlap.
-  const admission = input.admit();
-  admission.catch(() => undefined);
-  let stored: { notification: NotificationRow; originalId: null } | { notification: null; originalId: string };
+  // Its round trip overlaps the transaction's first; nothing commits until it has admitted the send.
+  const admission = observed(input.admit());
+  type Stored = { notification: NotificationRow; originalId: null } | { notification: null; originalId: string };
+  let stored: Stored;
   try {
-    stored = await em.getKysely().transaction().execute(async (tx) => {
-      await admission;
+    stored = await sends.transaction<Stored>(async (tx) => {
       const id = newId();
-      const notification = await insertNotification(
-        tx,
-        {
-          id,
-          applicationId,
-          title: request.notification.title ?? null,
-          body: request.notification.body ?? null,
-          imageUrl: request.notification.image_url ?? null,
-          actionUrl: request.notification.action_url ?? null,
-          localizations: Object.keys(request.notification.localizations ?? {}).length > 0 ? request.notification.localizations! : null,
-          data: request.data ?? {},
-          options: request.options ?? {},
-          userIds: request.recipients.user_ids,
-          scheduledFor: startAfter,
-        },
-        claim && { ...claim, id: newId(), windowHours: idempotencyWindowHours },
+      const inserted = observed(
+        insertNotification(
+          tx,
+          {
+            id,
+            applicationId,
+            title: request.notification.title ?? null,
+            body: request.notification.body ?? null,
+            imageUrl: request.notification.image_url ?? null,
+            actionUrl: request.notification.action_url ?? null,
+            localizations: Object.keys(request.notification.localizations ?? {}).length > 0 ? request.notification.localizations! : null,
+            data: request.data ?? {},
+            options: request.options ?? {},
+            userIds: request.recipients.user_ids,
+            scheduledFor: startAfter,
+          },
+          claim && { ...claim, id: newId(), windowHours: idempotencyWindowHours },
+        ),
       );
-      if (!notification) return { notification: null, originalId: await claimHolder(tx, claim!) };
-      await fanouts.enqueue(tx, { notificationId: id, applicationId }, { priority: jobPriority(request.options ?? {}), startAfter });
-      return { notification, originalId: null };
+      // Sent right behind the store without waiting for it: a replay's job is rolled back with it.
+      const enqueued = observed(fanouts.enqueue(tx, { notificationId: id, applicationId }, { priority: jobPriority(request.options ?? {}), startAfter }));
+      await admission;
+      const notification = await inserted;
+      if (!notification) return { commit: false, value: { notification: null, originalId: await claimHolder(tx, claim!) } };
+      await enqueued;
+      return { commit: true, value: { notification, originalId: null } };
     });
   } catch (error) {
     // Refused by the quota: a replay is answered all the same (and the key's other use is 409).
@@ -197,7 +206,7 @@ async function findIdempotentSend(em: EntityManager, claim: KeyClaim): Promise<s
 }
 
 /** The notification of the claim insertNotification found (same request), or 409. */
-async function claimHolder(tx: Kysely<unknown>, claim: KeyClaim): Promise<string> {
+async function claimHolder(tx: PipelinedSession, claim: KeyClaim): Promise<string> {
   return replayedBy(await findKey(tx, claim), claim);
 }
 

@@ -6,6 +6,7 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import helmet from 'helmet';
 import { pinoHttp } from 'pino-http';
 import type { Orm } from '../db/orm.ts';
+import type { PipelinedPool } from '../db/pipelined-pool.ts';
 import type { FanoutQueue } from '../domain/notifications.ts';
 import type { WebhookOutbox } from '../domain/webhook-outbox.ts';
 import type { Logger } from '../logging/logger.ts';
@@ -29,6 +30,8 @@ import { webhooksRouter } from './routes/webhooks.ts';
 
 export type AppOptions = {
   orm: Orm;
+  /** Where sends run their transaction (db/pipelined-pool.ts). */
+  sends: PipelinedPool;
   fanouts: FanoutQueue;
   /** Where an accepted event's `event.reported` webhook goes (domain/webhook-outbox.ts). */
   webhooks: WebhookOutbox;
@@ -126,7 +129,7 @@ export function createApp(options: AppOptions): Express {
   app.use(systemRouter(orm, document));
   app.use(installationsRouter(orm));
   const quota = sendQuota(options.sendLimiter, options.defaultSendPolicy);
-  app.use(notificationsRouter(orm, options.fanouts, quota, options.webhooks));
+  app.use(notificationsRouter(orm, options.sends, options.fanouts, quota, options.webhooks));
   app.use(eventsRouter(orm, options.webhooks));
   app.use(applicationRouter(orm, options.defaultSendPolicy));
   app.use(webhooksRouter(orm));

@@ -7,6 +7,7 @@ import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { openDatabase, resolveCredentialsKey, type Database } from './storage.ts';
 import { watchDatabase } from '../db/outage.ts';
+import { openPipelinedPool, type PipelinedPool } from '../db/pipelined-pool.ts';
 import { ping } from '../db/sql.ts';
 import { tokenCacheMs } from '../domain/applications.ts';
 import { assertCredentialsReadable, upgradeSealedCredentials } from '../domain/credentials.ts';
@@ -51,6 +52,12 @@ async function warmUp(server: Server, logger: Logger): Promise<void> {
     logger.warn({ err: error }, 'warm-up request failed');
   }
 }
+
+/**
+ * Connections for sends' pipelined transactions in an API process: a send holds one for its two
+ * round trips, so at this many in flight more sends wait a moment for a connection.
+ */
+const sendPoolMax = 5;
 
 /** `released`: jobs still running when the grace period ended, handed back for another worker. */
 export type StopResult = { released: number };
@@ -120,6 +127,7 @@ export async function startService(
   let server: Server | null = null;
   let metricsServer: Server | null = null;
   let limiterPool: pg.Pool | null = null;
+  let sendPool: PipelinedPool | null = null;
   // The queue's depth is the same for every process: the workers report it (they keep its counts fresh).
   if (roles.worker) observeQueues(() => queueDepths(boss));
   const healthPort = roles.worker && !roles.api ? config.HERALD_WORKER_HEALTH_PORT : undefined;
@@ -139,8 +147,10 @@ export async function startService(
     limiterPool = new pg.Pool({ connectionString: database.url, max: 4 });
     // An idle connection the server closes is an 'error' event: without a listener it would end the process.
     limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit database connection lost'));
+    sendPool = openPipelinedPool(database.url, sendPoolMax);
     const app = createApp({
       orm: database.orm,
+      sends: sendPool,
       fanouts: fanoutQueue(boss),
       webhooks,
       logger,
@@ -170,6 +180,7 @@ export async function startService(
     await clients?.close();
     webhookSender?.close();
     await limiterPool?.end();
+    await sendPool?.close();
     if (roles.worker) observeQueues(null);
     await database.close();
     return { released };

@@ -143,7 +143,7 @@ export function fanoutQueue(boss: PgBoss): FanoutQueue {
         id: job.notificationId,
         ...placement(job.applicationId, priority),
         ...(startAfter ? { startAfter } : {}),
-        db: fromKysely(tx),
+        db: tx,
       });
     },
     async dropScheduled(tx, notificationId) {

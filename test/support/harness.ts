@@ -3,6 +3,7 @@
 import type { Express } from 'express';
 import type { PgBoss } from 'pg-boss';
 import { migrate, openOrm, type Orm } from '../../src/db/orm.ts';
+import { openPipelinedPool } from '../../src/db/pipelined-pool.ts';
 import pg from 'pg';
 import { createApplication, createToken } from '../../src/domain/applications.ts';
 import type { SendPolicy } from '../../src/domain/rate-limits.ts';
@@ -59,9 +60,11 @@ export async function startHarness(
   const boss = await startBoss(url, logger, { worker: false, schema: queueSchema });
   const limiterPool = new pg.Pool({ connectionString: url, max: 2 });
   limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit connection lost'));
+  const sends = openPipelinedPool(url, 3);
   const webhooks = createWebhookOutbox(webhookEnqueuer(boss), { cacheMs: 0 });
   const app = createApp({
     orm,
+    sends,
     fanouts: fanoutQueue(boss),
     webhooks,
     logger,
@@ -91,6 +94,7 @@ export async function startHarness(
     async close() {
       await boss.stop({ graceful: false });
       await limiterPool.end();
+      await sends.close();
       await orm.close();
     },
   };

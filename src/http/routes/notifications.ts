@@ -1,5 +1,6 @@
 import { Router } from 'express';
 import type { Orm } from '../../db/orm.ts';
+import type { PipelinedPool } from '../../db/pipelined-pool.ts';
 import {
   findNotification,
   listNotifications,
@@ -18,12 +19,12 @@ import { notificationMoved, sendAnswered } from '../../observability/metrics.ts'
 
 export const sendPath = '/api/v1/notifications';
 
-export function notificationsRouter(orm: Orm, fanouts: FanoutQueue, quota: SendQuota, webhooks: WebhookOutbox): Router {
+export function notificationsRouter(orm: Orm, sends: PipelinedPool, fanouts: FanoutQueue, quota: SendQuota, webhooks: WebhookOutbox): Router {
   const router = Router();
 
   router.post(sendPath, async (req, res) => {
     const { applicationId } = principalOf(req);
-    const { notification, accepted } = await sendNotification(orm.em, fanouts, {
+    const { notification, accepted } = await sendNotification(orm.em, sends, fanouts, {
       applicationId,
       request: req.body,
       idempotencyKey: req.get('idempotency-key'),

@@ -1,0 +1,166 @@
+// A send's transaction (db/pipelined-pool.ts) on the real Postgres: its statements leave together
+// (counted as turns of the conversation, through a proxy that watches it), it commits or rolls back
+// as the work decides, and a work that gives up with statements in flight leaves nothing behind.
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { openPipelinedPool, type PipelinedPool } from '../src/db/pipelined-pool.ts';
+import { databaseUrl } from './support/harness.ts';
+
+/**
+ * A proxy that counts round trips: a turn starts each time the client speaks after the server
+ * has answered (so statements written at once are one turn, however TCP splits them).
+ */
+async function turnCountingProxy(target: string): Promise<{ url: string; turns(): number; close(): Promise<void> }> {
+  let turns = 0;
+  let serverSpoke = true;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(new URL(target).port || 5432), new URL(target).hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => socket.destroy());
+      socket.on('close', () => (socket === client ? upstream : client).destroy());
+    }
+    client.on('data', (chunk) => {
+      if (serverSpoke) turns++;
+      serverSpoke = false;
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      serverSpoke = true;
+      client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: url.toString(),
+    turns: () => turns,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const table = `pipelined_${randomBytes(4).toString('hex')}`;
+let admin: pg.Client;
+beforeAll(async () => {
+  admin = new pg.Client({ connectionString: databaseUrl() });
+  await admin.connect();
+  await admin.query(`create table ${table} (id int primary key, note text not null)`);
+});
+afterAll(async () => {
+  await admin.query(`drop table ${table}`);
+  await admin.end();
+});
+beforeEach(() => admin.query(`truncate ${table}`));
+
+const ids = async () => (await admin.query<{ id: number }>(`select id from ${table} order by id`)).rows.map((row) => row.id);
+const insert = (id: number) => sql<{ id: number }>`insert into ${sql.table(table)} (id, note) values (${id}, 'x') returning id`;
+
+describe('on one connection', () => {
+  let pool: PipelinedPool;
+  beforeEach(() => {
+    pool = openPipelinedPool(databaseUrl(), 1);
+  });
+  afterEach(() => pool.close());
+
+  test('statements written without awaiting each other all commit, each with its own answer', async () => {
+    const answers = await pool.transaction(async (session) => {
+      const sent = [1, 2, 3].map((id) => session.rows(insert(id)));
+      const library = session.executeSql(`select count(*)::int as n from ${table}`);
+      return { commit: true, value: [...(await Promise.all(sent)).map((rows) => rows[0].id), (await library).rows[0]] };
+    });
+    expect(answers).toEqual([1, 2, 3, { n: 3 }]);
+    expect(await ids()).toEqual([1, 2, 3]);
+  });
+
+  test('a work that decides to roll back returns its value and writes nothing', async () => {
+    const value = await pool.transaction(async (session) => {
+      await session.rows(insert(1));
+      return { commit: false, value: 'replayed' };
+    });
+    expect(value).toBe('replayed');
+    expect(await ids()).toEqual([]);
+  });
+
+  test('a work that throws with its statements still in flight rolls them back, and the connection serves the next transaction', async () => {
+    const unhandled: unknown[] = [];
+    const listener = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', listener);
+    try {
+      await expect(
+        pool.transaction(async (session) => {
+          // Still running when the work gives up: their answers (and errors) arrive after it threw.
+          void session.rows(sql`select pg_sleep(0.2)`);
+          void session.rows(insert(1));
+          void session.rows(insert(1));
+          throw new Error('refused');
+        }),
+      ).rejects.toThrow('refused');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(unhandled).toEqual([]);
+      expect(await ids()).toEqual([]);
+      await pool.transaction(async (session) => ({ commit: true, value: await session.rows(insert(2)) }));
+      expect(await ids()).toEqual([2]);
+    } finally {
+      process.off('unhandledRejection', listener);
+    }
+  });
+
+  test('after a failed statement the ones behind it fail as the aborted transaction, and nothing is written', async () => {
+    let behind: unknown;
+    await expect(
+      pool.transaction(async (session) => {
+        const first = session.rows(insert(1));
+        const duplicate = session.rows(insert(1));
+        const after = session.rows(insert(2));
+        after.catch((error: unknown) => (behind = error));
+        await first;
+        await duplicate;
+        return { commit: true, value: null };
+      }),
+    ).rejects.toMatchObject({ code: '23505' });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(behind).toMatchObject({ code: '25P02' });
+    expect(await ids()).toEqual([]);
+  });
+
+  test('a connection the database ended is replaced: the next transaction runs on a new one', async () => {
+    await expect(
+      pool.transaction(async (session) => {
+        await session.rows(sql`select pg_terminate_backend(pg_backend_pid())`);
+        return { commit: true, value: null };
+      }),
+    ).rejects.toThrow();
+    await pool.transaction(async (session) => ({ commit: true, value: await session.rows(insert(3)) }));
+    expect(await ids()).toEqual([3]);
+  });
+});
+
+test('a transaction of three statements is two round trips: BEGIN and the statements together, then COMMIT', async () => {
+  const proxy = await turnCountingProxy(databaseUrl());
+  const pool = openPipelinedPool(proxy.url, 1);
+  try {
+    const work = (first: number) =>
+      pool.transaction(async (session) => {
+        const sent = [first, first + 1, first + 2].map((id) => session.rows(insert(id)));
+        await Promise.all(sent);
+        return { commit: true, value: null };
+      });
+    // The first opens the connection (its start-up takes turns of its own); the second reuses it.
+    await work(1);
+    const before = proxy.turns();
+    await work(4);
+    expect(proxy.turns() - before).toBe(2);
+    expect(await ids()).toEqual([1, 2, 3, 4, 5, 6]);
+  } finally {
+    await pool.close();
+    await proxy.close();
+  }
+});
