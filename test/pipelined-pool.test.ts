@@ -113,6 +113,21 @@ describe('on one connection', () => {
     }
   });
 
+  test('a statement issued after the work gave up is never sent: it cannot run outside the transaction, on a connection handed on', async () => {
+    let late: Promise<unknown> | undefined;
+    await expect(
+      pool.transaction(async (session) => {
+        // As pg-boss's insert comes after its own lookup of the queue: issued once the work has thrown.
+        setTimeout(() => (late = session.rows(insert(9))), 20);
+        throw new Error('refused');
+      }),
+    ).rejects.toThrow('refused');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await expect(late).rejects.toThrow('The transaction has ended');
+    await pool.transaction(async (session) => ({ commit: true, value: await session.rows(insert(2)) }));
+    expect(await ids()).toEqual([2]);
+  });
+
   test('after a failed statement the ones behind it fail as the aborted transaction, and nothing is written', async () => {
     let behind: unknown;
     await expect(

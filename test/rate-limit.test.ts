@@ -1,6 +1,7 @@
 // The send quota is per application and shared by every API process (counted in Postgres).
 import request from 'supertest';
 import { setSendPolicy } from '../src/domain/rate-limits.ts';
+import { countFanoutJobs } from './support/deliveries.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 import { startHerald, type HeraldProcess } from './support/processes.ts';
 
@@ -46,6 +47,8 @@ test('the limit holds exactly across two API processes sending at once', async (
     .fork()
     .execute<{ count: number }[]>('select count(*)::int as count from notifications where application_id = ?', [application.id]);
   expect(count).toBe(10);
+  // A refused send's statements went out before the quota answered: rolled back, job included.
+  expect(await countFanoutJobs(harness, application.id)).toBe(10);
 });
 
 test('every accepted send announces the policy and what is left of it', async () => {

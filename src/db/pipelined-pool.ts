@@ -38,7 +38,16 @@ export function openPipelinedPool(url: string, max: number): PipelinedPool {
   return {
     async transaction(work) {
       const client = await pool.connect();
-      const send = (text: string, values: unknown[] = []) => observed(client.query(text, values));
+      // Once COMMIT or ROLLBACK is sent, nothing more goes out: a statement issued late (pg-boss's
+      // insert behind its queue lookup, when a refused quota ended the work first) would otherwise
+      // run outside the transaction, on a connection already handed to the next send.
+      let open = true;
+      const send = (text: string, values: unknown[] = []) =>
+        observed(open ? client.query(text, values) : Promise.reject(new Error('The transaction has ended: the statement was not sent.')));
+      const end = (text: 'commit' | 'rollback') => {
+        open = false;
+        return client.query(text);
+      };
       const session: PipelinedSession = {
         rows<T>(statement: RawBuilder<T>) {
           const { text, values } = compiled(statement);
@@ -50,11 +59,11 @@ export function openPipelinedPool(url: string, max: number): PipelinedPool {
       try {
         void send('begin');
         const { commit, value } = await work(session);
-        await send(commit ? 'commit' : 'rollback');
+        await end(commit ? 'commit' : 'rollback');
         return value;
       } catch (error) {
         // A connection that cannot even roll back is closed rather than handed to the next send.
-        await send('rollback').catch(() => (reusable = false));
+        await end('rollback').catch(() => (reusable = false));
         throw error;
       } finally {
         client.release(!reusable);
