@@ -13,8 +13,9 @@ let pipeline: Pipeline;
 let receiver: Receiver;
 
 beforeAll(async () => {
-  // Retries 0.2 s, 0.4 s … apart; a request unanswered after 1 s is a failed attempt.
-  pipeline = await startPipeline({ webhooks: { retryBaseSeconds: 0.2, timeoutSeconds: 1 } });
+  // Retries 0.2 s, 0.4 s … apart; a request unanswered after 3 s is a failed attempt (1 s was
+  // once too short under the whole suite on a loaded machine: an answer made at once missed it).
+  pipeline = await startPipeline({ webhooks: { retryBaseSeconds: 0.2, timeoutSeconds: 3 } });
   receiver = await startReceiver();
 }, 60_000);
 afterAll(async () => {
@@ -145,7 +146,7 @@ test('an application without endpoints makes no webhook rows, even for failures'
 test('a 500 and a timeout are retried with the same event id until the endpoint answers 2xx', async () => {
   const app = await pipeline.newApplication();
   const flaky = await endpoint(app, '/flaky', ['notification.completed']);
-  receiver.answer('/flaky', { status: 500, body: 'database down\n' }, { delayMs: 1_500 }, { status: 204 });
+  receiver.answer('/flaky', { status: 500, body: 'database down\n' }, { delayMs: 3_500 }, { status: 204 });
   await sendToNobody(app);
 
   const requests = await waitFor(() => receiver.at('/flaky'), (got) => got.length >= 3);
