@@ -1,51 +1,12 @@
 // A send's transaction (db/pipelined-pool.ts) on the real Postgres: its statements leave together
-// (counted as turns of the conversation, through a proxy that watches it), it commits or rolls back
+// (counted as turns of the conversation, through the tests' TCP proxy), it commits or rolls back
 // as the work decides, and a work that gives up with statements in flight leaves nothing behind.
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { openPipelinedPool, type PipelinedPool } from '../src/db/pipelined-pool.ts';
 import { databaseUrl } from './support/harness.ts';
-
-/**
- * A proxy that counts round trips: a turn starts each time the client speaks after the server
- * has answered (so statements written at once are one turn, however TCP splits them).
- */
-async function turnCountingProxy(target: string): Promise<{ url: string; turns(): number; close(): Promise<void> }> {
-  let turns = 0;
-  let serverSpoke = true;
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(new URL(target).port || 5432), new URL(target).hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => socket.destroy());
-      socket.on('close', () => (socket === client ? upstream : client).destroy());
-    }
-    client.on('data', (chunk) => {
-      if (serverSpoke) turns++;
-      serverSpoke = false;
-      upstream.write(chunk);
-    });
-    upstream.on('data', (chunk) => {
-      serverSpoke = true;
-      client.write(chunk);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = new URL(target);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as net.AddressInfo).port);
-  return {
-    url: url.toString(),
-    turns: () => turns,
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
+import { startTcpProxy } from './support/tcp-proxy.ts';
 
 const table = `pipelined_${randomBytes(4).toString('hex')}`;
 let admin: pg.Client;
@@ -159,7 +120,7 @@ describe('on one connection', () => {
 });
 
 test('a transaction of three statements is two round trips: BEGIN and the statements together, then COMMIT', async () => {
-  const proxy = await turnCountingProxy(databaseUrl());
+  const proxy = await startTcpProxy(databaseUrl());
   const pool = openPipelinedPool(proxy.url, 1);
   try {
     const work = (first: number) =>

@@ -6,9 +6,8 @@
 // Each statement keeps its own answer or error; after an error the ones behind it fail as the
 // aborted transaction's (25P02), and the transaction rolls back.
 import type { RawBuilder } from 'kysely';
-import pg from 'pg';
 import { PreparingClient } from './preparing-client.ts';
-import { compiled, type StatementSession } from './sql.ts';
+import { compiled, openListenedPool, type StatementSession } from './sql.ts';
 
 export type PipelinedSession = StatementSession & {
   /** A library's statement (pg-boss's `db` option), sent at once as well. */
@@ -27,14 +26,9 @@ export type PipelinedPool = {
   close(): Promise<void>;
 };
 
-/**
- * Its connections prepare each statement text once (PreparingClient), as the job queue's do. A
- * connection the database cuts emits 'error': every connection gets a listener (openStatementPool).
- */
+/** Its connections prepare each statement text once (PreparingClient), as the job queue's do. */
 export function openPipelinedPool(url: string, max: number): PipelinedPool {
-  const pool = new pg.Pool({ connectionString: url, max, pipeline: true, Client: PreparingClient });
-  pool.on('error', () => undefined);
-  pool.on('connect', (client) => client.on('error', () => undefined));
+  const pool = openListenedPool({ connectionString: url, max, pipeline: true, Client: PreparingClient });
   return {
     async transaction(work) {
       const client = await pool.connect();

@@ -54,16 +54,21 @@ export function compiled(statement: RawBuilder<unknown>): { text: string; values
 }
 
 /**
- * A Kysely on a pool of its own (a service beside the ORM's, a benchmark). A connection the
- * database cuts emits 'error': on an idle one the pool's listener takes it, but one Kysely has
- * checked out between two statements has none, and an unheard 'error' ends the process. Every
- * connection gets a listener; the failure still reaches the statement that uses the connection.
+ * A pool of its own, beside the ORM's. A connection the database cuts emits 'error': on an idle one
+ * the pool's listener takes it, but one checked out between two statements has none, and an
+ * unheard 'error' ends the process. Every connection gets a listener; the failure still reaches
+ * the statement that uses the connection.
  */
-export function openStatementPool(url: string, max: number): { db: Kysely<unknown>; close(): Promise<void> } {
-  const pool = new pg.Pool({ connectionString: url, max });
+export function openListenedPool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool(config);
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
-  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+  return pool;
+}
+
+/** A Kysely on a pool of its own (a service beside the ORM's, a benchmark). */
+export function openStatementPool(url: string, max: number): { db: Kysely<unknown>; close(): Promise<void> } {
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: openListenedPool({ connectionString: url, max }) }) });
   return { db, close: () => db.destroy() };
 }
 

@@ -3,12 +3,16 @@
 // can blackhole: connections stay open and carry nothing, either way, like a peer that went
 // silent or a half-open link whose far end vanished; restore() lets new connections through
 // again while the blackholed ones stay hung, as they would after a network partition, until close().
+// It also counts the conversation's turns: one starts each time a client speaks after the server
+// has answered, so statements written at once are one turn however TCP splits them (round trips).
 import net from 'node:net';
 
 export type TcpProxy = {
   /** The target's URL with the proxy's host and port (no trailing slash is added to a bare origin). */
   url: string;
   port: number;
+  /** Round trips so far, over every connection. */
+  turns(): number;
   cut(): Promise<void>;
   blackhole(): void;
   restore(): Promise<void>;
@@ -21,6 +25,8 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
   const target = new URL(targetUrl);
   const pairs = new Set<Pair>();
   let silent = false;
+  let turns = 0;
+  let serverSpoke = true;
 
   // Silence: stop forwarding, swallow what arrives, and never pass a close on to the other side.
   const hang = (pair: Pair) => {
@@ -49,6 +55,11 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
       if (client.destroyed) pairs.delete(pair);
     });
     client.pipe(upstream).pipe(client);
+    client.on('data', () => {
+      if (serverSpoke) turns++;
+      serverSpoke = false;
+    });
+    upstream.on('data', () => (serverSpoke = true));
   });
   const listen = (port: number) => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   await listen(0);
@@ -72,6 +83,7 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
   return {
     url: target.pathname === '/' && !targetUrl.endsWith('/') ? text.replace(/\/$/, '') : text,
     port,
+    turns: () => turns,
     cut: async () => {
       silent = false;
       if (server.listening) await stop();
