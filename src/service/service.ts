@@ -144,7 +144,11 @@ export async function startService(
     logger.info({ address: server.address() }, 'worker health listening');
   }
   if (roles.api) {
-    limiterPool = new pg.Pool({ connectionString: database.url, max: 4 });
+    // A counter's update need not wait for its WAL to reach the disk: a server crash loses at most
+    // the last fraction of a second of counts (a window a little more lenient once), never a
+    // notification; a send's own COMMIT still waits. One fsync fewer in a send's path, which
+    // under a fanout's writes was the slowest answer of a send's first round trip (DESIGN, "Rate limit").
+    limiterPool = new pg.Pool({ connectionString: database.url, max: 4, options: '-c synchronous_commit=off' });
     // An idle connection the server closes is an 'error' event: without a listener it would end the process.
     limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit database connection lost'));
     sendPool = openPipelinedPool(database.url, sendPoolMax);
