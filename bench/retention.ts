@@ -39,7 +39,9 @@ import pg from 'pg';
 import { migrate, openOrm, type Orm } from '../src/db/orm.ts';
 import { openPipelinedPool } from '../src/db/pipelined-pool.ts';
 import { createApplication, createToken, tokenCacheMs } from '../src/domain/applications.ts';
-import { createSendLimiter } from '../src/http/send-limiter.ts';
+import { openSendLimiter } from '../src/http/send-limiter.ts';
+import { watchDatabase } from '../src/db/outage.ts';
+import { ping } from '../src/db/sql.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
 import { retentionBatchSize, runMaintenance } from '../src/worker/maintenance.ts';
 import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
@@ -193,10 +195,12 @@ type Send = (key: string) => Promise<string | null>;
 
 /** The API as `herald serve` composes it (service.ts), on its own port; answers a send (null when it got its 202). */
 async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> {
-  const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema });
+  const outage = watchDatabase({ probe: () => ping(apiOrm.em.fork()), logger: silent, meanwhile: 'the API answers 503' });
+  cleanups.add('outage watch', async () => outage.stop());
+  const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema, outage });
   cleanups.add('job queue', () => boss.stop({ graceful: false }));
-  const limiterPool = new pg.Pool({ connectionString: url, max: 4 });
-  cleanups.add('rate-limit pool', () => limiterPool.end());
+  const sendLimiter = openSendLimiter(url, 4);
+  cleanups.add('rate-limit pool', () => sendLimiter.close());
   const sends = openPipelinedPool(url, 4);
   cleanups.add('send pool', () => sends.close());
   const app = createApp({
@@ -208,7 +212,8 @@ async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> 
     document: loadDocument(),
     bodyLimit: '1mb',
     validateResponses: false,
-    sendLimiter: createSendLimiter(limiterPool),
+    sendLimiter,
+    outage,
     defaultSendPolicy: { quota: 1_000_000_000, windowSeconds: 60 },
     tokenCacheMs,
   });

@@ -4,7 +4,9 @@ import express from 'express';
 import request from 'supertest';
 import { revokeToken } from '../src/domain/applications.ts';
 import { ApiToken } from '../src/db/entities.ts';
+import { watchDatabase } from '../src/db/outage.ts';
 import { errorHandler, lastResortHandler } from '../src/http/errors.ts';
+import { createLogger } from '../src/logging/logger.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
 import { countNotifications } from './support/deliveries.ts';
@@ -147,7 +149,7 @@ describe('no input is a 500', () => {
       app.get('/boom', () => {
         throw new Proxy({}, { get: () => { throw new Error('hostile getter'); } });
       });
-      app.use(errorHandler);
+      app.use(errorHandler(watchDatabase({ probe: async () => undefined, logger: createLogger('silent'), meanwhile: 'the API answers 503' })));
       app.use(lastResortHandler);
       const res = await request(app).get('/boom');
       process.env.NODE_ENV = previous;
@@ -356,9 +358,11 @@ describe('readable messages and exact formats', () => {
 });
 
 describe('a database that cannot be reached', () => {
-  test('a valid token gets 503 with Retry-After (never 401), /healthz stays 200, and service resumes by itself', async () => {
+  test('a valid token gets 503 with Retry-After (never 401), /healthz stays 200, the outage is logged once, and service resumes by itself', async () => {
     const proxy = await startTcpProxy(harness.url);
-    const behind = await startHarness({ databaseUrl: proxy.url });
+    const lines: { level: number; msg: string; status?: number }[] = [];
+    const logger = createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const behind = await startHarness({ databaseUrl: proxy.url, logger });
     try {
       const app = await behind.newApplication('outage');
       const token = await app.token();
@@ -381,6 +385,20 @@ describe('a database that cannot be reached', () => {
         if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
       }
       expect(status).toBe(200);
+      // However many requests were refused: one line for the outage, one when it ended, and no error.
+      const outageLines = lines.filter((line) => line.msg.startsWith('database'));
+      for (let i = 0; i < 50 && outageLines.length < 2; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        outageLines.splice(0, outageLines.length, ...lines.filter((line) => line.msg.startsWith('database')));
+      }
+      expect(outageLines.map(({ level, msg }) => [level, msg])).toEqual([
+        [40, 'database unreachable: the API answers 503 until it answers again'],
+        [30, 'database reachable again'],
+      ]);
+      const refused = lines.filter((line) => line.status === 503);
+      expect(refused.length).toBeGreaterThanOrEqual(4);
+      expect(refused.filter((line) => line.level !== 40)).toEqual([]);
+      expect(lines.filter((line) => line.level >= 50)).toEqual([]);
     } finally {
       await proxy.restore().catch(() => undefined);
       await behind.close();

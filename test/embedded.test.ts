@@ -97,6 +97,10 @@ test('when the starter stops first, the others answer 503, log the outage once, 
   expect(await workerHealth('/readyz')).toBe(200);
   expect(worker.logs.filter((line) => line.includes('database unreachable'))).toHaveLength(1);
   expect(worker.logs.filter((line) => /"level":50/.test(line))).toEqual([]);
+  // The API answered its readiness checks 503 throughout, and logged the outage once too.
+  await eventually(async () => attached.logs.some((line) => line.includes('database reachable again')), 5000);
+  expect(attached.logs.filter((line) => line.includes('database unreachable: the API answers 503'))).toHaveLength(1);
+  expect(attached.logs.filter((line) => /"level":50/.test(line))).toEqual([]);
 
   expect(await stop(worker)).toBe(0);
   expect(await stop(attached)).toBe(0);

@@ -1,5 +1,6 @@
-// A database outage as workers live it: one log line when it starts, one when it ends, and in
-// between no claiming and no retry storm, only a probe with a backoff.
+// A database outage as a process lives it: one log line when it starts, one when it ends, and in
+// between no claiming and no retry storm (workers), no line per refused request (the API), only a
+// probe with a backoff.
 import type { Logger } from '../logging/logger.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
 
@@ -13,6 +14,8 @@ export type OutageWatch = {
 export function watchDatabase(options: {
   probe: () => Promise<unknown>;
   logger: Logger;
+  /** What the process does meanwhile, for the log line (`workers paused`, `the API answers 503`). */
+  meanwhile: string;
   /** Called once when an outage starts (workers stop claiming). */
   onDown?: () => Promise<void> | void;
   /** Called once when the database answers again (workers claim again). */
@@ -39,7 +42,7 @@ export function watchDatabase(options: {
         return;
       }
       down = false;
-      logger.info({ outageSeconds: Math.round((Date.now() - since) / 100) / 10 }, 'database reachable again: workers resumed');
+      logger.info({ outageSeconds: Math.round((Date.now() - since) / 100) / 10 }, 'database reachable again');
       try {
         await options.onUp?.();
       } catch (error) {
@@ -55,7 +58,7 @@ export function watchDatabase(options: {
       if (down || stopped) return true;
       down = true;
       const message = error instanceof Error ? error.message : String(error);
-      logger.warn({ cause: message }, 'database unreachable: workers paused until it answers again');
+      logger.warn({ cause: message }, `database unreachable: ${options.meanwhile} until it answers again`);
       void Promise.resolve(options.onDown?.()).catch((failure) => logger.error({ err: failure }, 'pausing the workers failed'));
       probeLater(Date.now(), firstProbeMs);
       return true;

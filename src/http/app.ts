@@ -6,6 +6,7 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import helmet from 'helmet';
 import { pinoHttp } from 'pino-http';
 import type { Orm } from '../db/orm.ts';
+import type { OutageWatch } from '../db/outage.ts';
 import type { PipelinedPool } from '../db/pipelined-pool.ts';
 import type { FanoutQueue } from '../domain/notifications.ts';
 import type { WebhookOutbox } from '../domain/webhook-outbox.ts';
@@ -40,6 +41,8 @@ export type AppOptions = {
   bodyLimit: string;
   validateResponses: boolean;
   sendLimiter: SendLimiter;
+  /** Logs a database outage once, however many requests it refuses (db/outage.ts). */
+  outage: OutageWatch;
   defaultSendPolicy: SendPolicy;
   /** How long a token read is trusted (domain/applications.ts tokenCacheMs); 0: never. */
   tokenCacheMs: number;
@@ -61,6 +64,15 @@ function measure(): RequestHandler {
     res.once('finish', () => httpRequest(routeOf(res), req.method, res.statusCode, (performance.now() - started) / 1000));
     next();
   };
+}
+
+/**
+ * A 503 is the database out of reach, which the outage watch reports once, not an error of each
+ * request it refuses; any other 5xx is a bug.
+ */
+function requestLevel(status: number, error: unknown): 'error' | 'warn' | 'info' {
+  if (error || (status >= 500 && status !== 503)) return 'error';
+  return status === 503 ? 'warn' : 'info';
 }
 
 /** A request's log line: what an operator searches by, never its headers or body. */
@@ -97,7 +109,7 @@ export function createApp(options: AppOptions): Express {
       quietReqLogger: true,
       quietResLogger: true,
       customAttributeKeys: { reqId: 'requestId' },
-      customLogLevel: (_req, res, error) => (error || res.statusCode >= 500 ? 'error' : 'info'),
+      customLogLevel: (_req, res, error) => requestLevel(res.statusCode, error),
       customSuccessObject: (req, res, { responseTime }) => requestLine(req as Request, res as Response, responseTime),
       customErrorObject: (req, res, error, { responseTime }) => ({ ...requestLine(req as Request, res as Response, responseTime), err: error }),
     }),
@@ -126,7 +138,7 @@ export function createApp(options: AppOptions): Express {
       ignoreUndocumented: false,
     }),
   );
-  app.use(systemRouter(orm, document));
+  app.use(systemRouter(orm, document, options.outage));
   app.use(installationsRouter(orm));
   const quota = sendQuota(options.sendLimiter, options.defaultSendPolicy);
   app.use(notificationsRouter(orm, options.sends, options.fanouts, quota, options.webhooks));
@@ -136,7 +148,7 @@ export function createApp(options: AppOptions): Express {
   // A documented path without a handler (never in a release) still answers in the error body.
   app.use((_req, _res, next) => next(notFound()));
   app.use(announceQuotaOnError(quota, sendPath));
-  app.use(errorHandler);
+  app.use(errorHandler(options.outage));
   app.use(lastResortHandler);
   return app;
 }

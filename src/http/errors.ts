@@ -2,6 +2,7 @@
 // spec's error body; a database that cannot be reached is a 503; anything else is a masked 500,
 // logged whole. A last-resort handler behind it answers the same JSON whatever happened.
 import type { ErrorRequestHandler, Request } from 'express';
+import type { OutageWatch } from '../db/outage.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import {
   addFieldError,
@@ -120,15 +121,21 @@ export function toHttpError(error: unknown, req: Request): HttpError | null {
   return new HttpError(status, message ?? 'Bad Request', undefined, foreign.headers);
 }
 
-export const errorHandler: ErrorRequestHandler = (error, req, res, next) => {
-  const httpError = toHttpError(error, req);
-  if (!httpError) return next(error);
-  for (const [name, value] of Object.entries(httpError.headers ?? {})) res.setHeader(name, value);
-  if (httpError.status === 503) req.log.warn({ err: error }, 'database unreachable');
-  res.status(httpError.status).json(
-    httpError.errors ? { message: httpError.message, errors: httpError.errors } : { message: httpError.message },
-  );
-};
+/**
+ * A database outage is the process's watch's to log, once when it starts and once when it ends:
+ * each 503 in between has only its request line (at `warn`), not a line with the error of its own.
+ */
+export function errorHandler(outage: OutageWatch): ErrorRequestHandler {
+  return (error, req, res, next) => {
+    const httpError = toHttpError(error, req);
+    if (!httpError) return next(error);
+    for (const [name, value] of Object.entries(httpError.headers ?? {})) res.setHeader(name, value);
+    if (httpError.status === 503) outage.report(error);
+    res.status(httpError.status).json(
+      httpError.errors ? { message: httpError.message, errors: httpError.errors } : { message: httpError.message },
+    );
+  };
+}
 
 /**
  * Everything else, including a failure inside errorHandler: the JSON error body, never a stack or

@@ -1,7 +1,7 @@
 // Counts sends against an application's policy: a fixed window per application, counted in
 // Postgres so that every API process shares it (rate-limiter-flexible's Postgres store).
-import type pg from 'pg';
 import { RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
+import { openListenedPool } from '../db/sql.ts';
 import type { SendPolicy } from '../domain/rate-limits.ts';
 
 export type SendAllowance = SendPolicy & { allowed: boolean; remaining: number; resetSeconds: number };
@@ -13,9 +13,18 @@ export type SendLimiter = {
   peek(applicationId: string, policy: SendPolicy): Promise<SendAllowance>;
   /** Gives back a send that did not happen after all (a concurrent duplicate that became a replay). */
   refund(applicationId: string, policy: SendPolicy): Promise<void>;
+  close(): Promise<void>;
 };
 
-export function createSendLimiter(pool: pg.Pool): SendLimiter {
+/**
+ * On a pool of its own, whose connections commit without waiting for the WAL flush: a server
+ * crash loses at most the last fraction of a second of counts (a window a little more lenient
+ * once), never a notification, whose own COMMIT still waits. Under a fanout's writes the counter's
+ * upsert, waiting on the workers' flushes (and the same application's previous upsert on its row),
+ * was the slowest answer of a send's first round trip (DESIGN, "Rate limit").
+ */
+export function openSendLimiter(url: string, max: number): SendLimiter {
+  const pool = openListenedPool({ connectionString: url, max, options: '-c synchronous_commit=off' });
   // One limiter per distinct policy; they share the table, keyed by policy and application so a
   // changed policy starts a fresh window.
   const limiters = new Map<string, RateLimiterPostgres>();
@@ -58,5 +67,6 @@ export function createSendLimiter(pool: pg.Pool): SendLimiter {
     async refund(applicationId, policy) {
       await limiterFor(policy).reward(applicationId, 1);
     },
+    close: () => pool.end(),
   };
 }

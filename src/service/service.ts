@@ -2,7 +2,6 @@
 // it plays (API, worker). Everything opened here is closed by the returned stop().
 import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
-import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { openDatabase, resolveCredentialsKey, type Database } from './storage.ts';
@@ -11,7 +10,7 @@ import { openPipelinedPool, type PipelinedPool } from '../db/pipelined-pool.ts';
 import { ping } from '../db/sql.ts';
 import { tokenCacheMs } from '../domain/applications.ts';
 import { assertCredentialsReadable, upgradeSealedCredentials } from '../domain/credentials.ts';
-import { createSendLimiter } from '../http/send-limiter.ts';
+import { openSendLimiter, type SendLimiter } from '../http/send-limiter.ts';
 import { createProviderClients, type ProviderClients } from '../worker/clients.ts';
 import { startMaintenance } from '../worker/maintenance.ts';
 import { fanoutQueue, queueDepths, startBoss, webhookEnqueuer } from '../worker/queue.ts';
@@ -89,6 +88,7 @@ export async function startService(
   const outage = watchDatabase({
     probe: () => ping(database.orm.em.fork()),
     logger,
+    meanwhile: [roles.api && 'the API answers 503', roles.worker && 'workers paused'].filter(Boolean).join(', '),
     onDown: () => workers?.pause(),
     onUp: () => workers?.resume(),
   });
@@ -126,7 +126,7 @@ export async function startService(
   }
   let server: Server | null = null;
   let metricsServer: Server | null = null;
-  let limiterPool: pg.Pool | null = null;
+  let sendLimiter: SendLimiter | null = null;
   let sendPool: PipelinedPool | null = null;
   // The queue's depth is the same for every process: the workers report it (they keep its counts fresh).
   if (roles.worker) observeQueues(() => queueDepths(boss));
@@ -144,13 +144,7 @@ export async function startService(
     logger.info({ address: server.address() }, 'worker health listening');
   }
   if (roles.api) {
-    // A counter's update need not wait for its WAL to reach the disk: a server crash loses at most
-    // the last fraction of a second of counts (a window a little more lenient once), never a
-    // notification; a send's own COMMIT still waits. One fsync fewer in a send's path, which
-    // under a fanout's writes was the slowest answer of a send's first round trip (DESIGN, "Rate limit").
-    limiterPool = new pg.Pool({ connectionString: database.url, max: 4, options: '-c synchronous_commit=off' });
-    // An idle connection the server closes is an 'error' event: without a listener it would end the process.
-    limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit database connection lost'));
+    sendLimiter = openSendLimiter(database.url, 4);
     sendPool = openPipelinedPool(database.url, sendPoolMax);
     const app = createApp({
       orm: database.orm,
@@ -161,7 +155,8 @@ export async function startService(
       document: loadDocument(),
       bodyLimit: config.HERALD_BODY_LIMIT,
       validateResponses: config.HERALD_VALIDATE_RESPONSES,
-      sendLimiter: createSendLimiter(limiterPool),
+      sendLimiter,
+      outage,
       defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
       tokenCacheMs,
     });
@@ -183,7 +178,7 @@ export async function startService(
     await closed;
     await clients?.close();
     webhookSender?.close();
-    await limiterPool?.end();
+    await sendLimiter?.close();
     await sendPool?.close();
     if (roles.worker) observeQueues(null);
     await database.close();

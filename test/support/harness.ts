@@ -4,10 +4,11 @@ import type { Express } from 'express';
 import type { PgBoss } from 'pg-boss';
 import { migrate, openOrm, type Orm } from '../../src/db/orm.ts';
 import { openPipelinedPool } from '../../src/db/pipelined-pool.ts';
-import pg from 'pg';
 import { createApplication, createToken } from '../../src/domain/applications.ts';
 import type { SendPolicy } from '../../src/domain/rate-limits.ts';
-import { createSendLimiter } from '../../src/http/send-limiter.ts';
+import { openSendLimiter } from '../../src/http/send-limiter.ts';
+import { watchDatabase } from '../../src/db/outage.ts';
+import { ping } from '../../src/db/sql.ts';
 import { fanoutQueue, startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
 import { createWebhookOutbox, type WebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { createApp } from '../../src/http/app.ts';
@@ -57,9 +58,9 @@ export async function startHarness(
   const orm = await openOrm(url, 5);
   await migrate(orm);
   const queueSchema = options.queueSchema ?? defaultQueueSchema;
-  const boss = await startBoss(url, logger, { worker: false, schema: queueSchema });
-  const limiterPool = new pg.Pool({ connectionString: url, max: 2 });
-  limiterPool.on('error', (error) => logger.warn({ err: error }, 'rate-limit connection lost'));
+  const outage = watchDatabase({ probe: () => ping(orm.em.fork()), logger, meanwhile: 'the API answers 503' });
+  const boss = await startBoss(url, logger, { worker: false, schema: queueSchema, outage });
+  const sendLimiter = openSendLimiter(url, 2);
   const sends = openPipelinedPool(url, 3);
   const webhooks = createWebhookOutbox(webhookEnqueuer(boss), { cacheMs: 0 });
   const app = createApp({
@@ -71,7 +72,8 @@ export async function startHarness(
     document: loadDocument(),
     bodyLimit: options.bodyLimit ?? '1mb',
     validateResponses: true,
-    sendLimiter: createSendLimiter(limiterPool),
+    sendLimiter,
+    outage,
     defaultSendPolicy: options.sendPolicy ?? { quota: 100_000, windowSeconds: 60 },
     tokenCacheMs: options.tokenCacheMs ?? 0,
   });
@@ -93,7 +95,8 @@ export async function startHarness(
     },
     async close() {
       await boss.stop({ graceful: false });
-      await limiterPool.end();
+      outage.stop();
+      await sendLimiter.close();
       await sends.close();
       await orm.close();
     },

@@ -1,8 +1,9 @@
 import { Router } from 'express';
 import type { Orm } from '../../db/orm.ts';
+import type { OutageWatch } from '../../db/outage.ts';
 import { ping } from '../../db/sql.ts';
 
-export function systemRouter(orm: Orm, document: object): Router {
+export function systemRouter(orm: Orm, document: object, outage: OutageWatch): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -12,7 +13,7 @@ export function systemRouter(orm: Orm, document: object): Router {
       await ping(orm.em);
       res.json({ status: 'ok' });
     } catch (error) {
-      req.log.warn({ err: error }, 'database unreachable');
+      if (!outage.report(error)) req.log.warn({ err: error }, 'readiness check failed');
       res.status(503).json({ status: 'unavailable' });
     }
   });
