@@ -111,7 +111,11 @@ export function createApp(options: AppOptions): Express {
       customAttributeKeys: { reqId: 'requestId' },
       customLogLevel: (_req, res, error) => requestLevel(res.statusCode, error),
       customSuccessObject: (req, res, { responseTime }) => requestLine(req as Request, res as Response, responseTime),
-      customErrorObject: (req, res, error, { responseTime }) => ({ ...requestLine(req as Request, res as Response, responseTime), err: error }),
+      // A 503's cause is the outage watch's line; pino-http's stand-in error would only add its own stack.
+      customErrorObject: (req, res, error, { responseTime }) => ({
+        ...requestLine(req as Request, res as Response, responseTime),
+        ...(res.statusCode === 503 ? {} : { err: error }),
+      }),
     }),
   );
   // The API reference: a page for people, outside the document (http/docs.ts).
