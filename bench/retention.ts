@@ -195,7 +195,7 @@ type Send = (key: string) => Promise<string | null>;
 
 /** The API as `herald serve` composes it (service.ts), on its own port; answers a send (null when it got its 202). */
 async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> {
-  const outage = watchDatabase({ probe: () => ping(apiOrm.em.fork()), logger: silent, meanwhile: 'the API answers 503' });
+  const outage = watchDatabase({ probe: () => ping(apiOrm.em.fork()), logger: silent, roles: { api: true, worker: false } });
   cleanups.add('outage watch', async () => outage.stop());
   const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema, outage });
   cleanups.add('job queue', () => boss.stop({ graceful: false }));

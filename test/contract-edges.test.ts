@@ -149,7 +149,7 @@ describe('no input is a 500', () => {
       app.get('/boom', () => {
         throw new Proxy({}, { get: () => { throw new Error('hostile getter'); } });
       });
-      app.use(errorHandler(watchDatabase({ probe: async () => undefined, logger: createLogger('silent'), meanwhile: 'the API answers 503' })));
+      app.use(errorHandler(watchDatabase({ probe: async () => undefined, logger: createLogger('silent'), roles: { api: true, worker: false } })));
       app.use(lastResortHandler);
       const res = await request(app).get('/boom');
       process.env.NODE_ENV = previous;

@@ -20,7 +20,7 @@ test('a database down for 4.5 s is probed at least once a second, and the worker
       await ping(db);
     },
     logger: createLogger('silent'),
-    meanwhile: 'workers paused',
+    roles: { api: false, worker: true },
     onDown: () => void (pauses += 1),
     onUp: () => void (resumedAt = Date.now()),
   });

@@ -14,8 +14,8 @@ export type OutageWatch = {
 export function watchDatabase(options: {
   probe: () => Promise<unknown>;
   logger: Logger;
-  /** What the process does meanwhile, for the log line (`workers paused`, `the API answers 503`). */
-  meanwhile: string;
+  /** The roles of the process: its log line says what each does while the database is away. */
+  roles: { api: boolean; worker: boolean };
   /** Called once when an outage starts (workers stop claiming). */
   onDown?: () => Promise<void> | void;
   /** Called once when the database answers again (workers claim again). */
@@ -28,6 +28,7 @@ export function watchDatabase(options: {
   // The API answers 503 until it sees the database again; workers should be back about as fast:
   // within a second. A probe is one `select 1` on a pooled connection.
   const maxProbeMs = options.maxProbeMs ?? 1000;
+  const meanwhile = [options.roles.api && 'the API answers 503', options.roles.worker && 'workers paused'].filter(Boolean).join(', ');
   let down = false;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
@@ -58,7 +59,7 @@ export function watchDatabase(options: {
       if (down || stopped) return true;
       down = true;
       const message = error instanceof Error ? error.message : String(error);
-      logger.warn({ cause: message }, `database unreachable: ${options.meanwhile} until it answers again`);
+      logger.warn({ cause: message }, `database unreachable: ${meanwhile} until it answers again`);
       void Promise.resolve(options.onDown?.()).catch((failure) => logger.error({ err: failure }, 'pausing the workers failed'));
       probeLater(Date.now(), firstProbeMs);
       return true;

@@ -71,8 +71,8 @@ function measure(): RequestHandler {
  * request it refuses; any other 5xx is a bug.
  */
 function requestLevel(status: number, error: unknown): 'error' | 'warn' | 'info' {
-  if (error || (status >= 500 && status !== 503)) return 'error';
-  return status === 503 ? 'warn' : 'info';
+  if (status === 503 && !error) return 'warn';
+  return error || status >= 500 ? 'error' : 'info';
 }
 
 /** A request's log line: what an operator searches by, never its headers or body. */

@@ -88,7 +88,7 @@ export async function startService(
   const outage = watchDatabase({
     probe: () => ping(database.orm.em.fork()),
     logger,
-    meanwhile: [roles.api && 'the API answers 503', roles.worker && 'workers paused'].filter(Boolean).join(', '),
+    roles,
     onDown: () => workers?.pause(),
     onUp: () => workers?.resume(),
   });

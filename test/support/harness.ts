@@ -58,7 +58,7 @@ export async function startHarness(
   const orm = await openOrm(url, 5);
   await migrate(orm);
   const queueSchema = options.queueSchema ?? defaultQueueSchema;
-  const outage = watchDatabase({ probe: () => ping(orm.em.fork()), logger, meanwhile: 'the API answers 503' });
+  const outage = watchDatabase({ probe: () => ping(orm.em.fork()), logger, roles: { api: true, worker: false } });
   const boss = await startBoss(url, logger, { worker: false, schema: queueSchema, outage });
   const sendLimiter = openSendLimiter(url, 2);
   const sends = openPipelinedPool(url, 3);
