@@ -22,6 +22,7 @@ import {
 import pg from 'pg';
 import type { components } from '../generated/api.ts';
 import { newId } from './ids.ts';
+import { arrayLiteral } from './text-array.ts';
 import type { DeviceDetails, Localizations, Truncation, WebhookAttempt } from './entities.ts';
 
 /** A session that runs a compiled statement itself: a send's pipelined transaction (db/pipelined-pool.ts). */
@@ -257,7 +258,7 @@ export async function targetInstallations(db: Db, notificationIds: string[], wit
                 where i.application_id = n.application_id and i.user_id = u.user_id and i.status = 'active'
                offset 0
              ) i
-       where n.id = any(${notificationIds}::uuid[])`,
+       where n.id = any(${arrayLiteral(notificationIds)}::uuid[])`,
   );
   return found.map((row) => ({ ...row, lastSeenAt: asDate(row.lastSeenAt) }));
 }
@@ -282,11 +283,11 @@ export type NewDelivery = Candidate & {
  */
 export async function insertDeliveries(db: Db, deliveries: NewDelivery[]): Promise<void> {
   if (deliveries.length === 0) return;
-  const column = <K extends keyof NewDelivery>(key: K) => deliveries.map((d) => d[key]);
-  const truncations = deliveries.map((d) => (d.truncation === null ? null : JSON.stringify(d.truncation)));
+  const column = <K extends keyof NewDelivery>(key: K) => arrayLiteral(deliveries.map((d) => d[key] as string | null));
+  const truncations = arrayLiteral(deliveries.map((d) => (d.truncation === null ? null : JSON.stringify(d.truncation))));
   // Without localizations, no array of nulls: unnest pads a null array's column with nulls.
   const locales = deliveries.some((d) => d.locale !== null) ? column('locale') : null;
-  const notificationIds = [...new Set(column('notificationId'))];
+  const notificationIds = arrayLiteral([...new Set(deliveries.map((d) => d.notificationId))]);
   await run(
     db,
     sql`
@@ -375,7 +376,7 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
     db,
     sql<{ notifications: PushedNotification[]; pending: ClaimedDelivery[]; credential: CredentialVersion | null }>`
       with batch as materialized (
-        select id, notification_id, installation_id, state, attempts, locale from deliveries where id = any(${job.deliveryIds}::uuid[])
+        select id, notification_id, installation_id, state, attempts, locale from deliveries where id = any(${arrayLiteral(job.deliveryIds)}::uuid[])
       )
       select
         (select coalesce(json_agg(n), '[]') from (
@@ -410,7 +411,7 @@ export async function claimPending(db: Db, deliveryIds: string[]): Promise<Claim
     sql<ClaimedDelivery>`
       with claimed as (
         update deliveries set attempts = attempts + 1, last_attempt_at = now()
-         where id = any(${deliveryIds}::uuid[]) and state = 'pending'
+         where id = any(${arrayLiteral(deliveryIds)}::uuid[]) and state = 'pending'
         returning id, notification_id, installation_id, attempts, locale
       )
       select c.id as "deliveryId", c.notification_id as "notificationId", c.installation_id as "installationRowId",
@@ -424,7 +425,7 @@ export async function countAttempts(db: Db, deliveryIds: string[]): Promise<void
   if (deliveryIds.length === 0) return;
   await run(
     db,
-    sql`update deliveries set attempts = attempts + 1, last_attempt_at = now() where id = any(${deliveryIds}::uuid[]) and state = 'pending'`,
+    sql`update deliveries set attempts = attempts + 1, last_attempt_at = now() where id = any(${arrayLiteral(deliveryIds)}::uuid[]) and state = 'pending'`,
   );
 }
 
@@ -510,8 +511,8 @@ export async function recordResults(
                last_attempt_at = case when ${countAttempt}::boolean then now() else d.last_attempt_at end,
                truncation = case when r.state = 'skipped' then null else d.truncation end,
                locale = case when r.state = 'skipped' then null else d.locale end
-          from unnest(${results.map((r) => r.deliveryId)}::uuid[], ${results.map((r) => r.state)}::text[],
-                      ${results.map((r) => r.reason)}::text[], ${results.map((r) => r.providerMessageId)}::text[])
+          from unnest(${arrayLiteral(results.map((r) => r.deliveryId))}::uuid[], ${arrayLiteral(results.map((r) => r.state))}::text[],
+                      ${arrayLiteral(results.map((r) => r.reason))}::text[], ${arrayLiteral(results.map((r) => r.providerMessageId))}::text[])
             as r(id, state, reason, provider_message_id)
          where d.id = r.id and d.state = 'pending'
         returning ${withFailed ? sql`d.*` : sql`d.notification_id, r.state, r.reason`}
@@ -547,10 +548,10 @@ export async function invalidateInstallations(db: Db, invalidations: Invalidatio
     sql<InstallationRow>`
       update installations i
          set status = 'invalid', invalidated_at = now(), invalid_reason = v.reason
-        from unnest(${invalidations.map((v) => v.installationRowId)}::uuid[],
-                    ${invalidations.map((v) => v.providerIdentifier)}::text[],
-                    ${invalidations.map((v) => v.reason)}::text[],
-                    ${invalidations.map((v) => v.providerTimestamp?.toISOString() ?? null)}::timestamptz[])
+        from unnest(${arrayLiteral(invalidations.map((v) => v.installationRowId))}::uuid[],
+                    ${arrayLiteral(invalidations.map((v) => v.providerIdentifier))}::text[],
+                    ${arrayLiteral(invalidations.map((v) => v.reason))}::text[],
+                    ${arrayLiteral(invalidations.map((v) => v.providerTimestamp?.toISOString() ?? null))}::timestamptz[])
           as v(row_id, sent_identifier, reason, provider_timestamp)
        where i.id = v.row_id and i.status = 'active' and i.provider_identifier = v.sent_identifier
          and (v.provider_timestamp is null or v.provider_timestamp >= i.identifier_updated_at)
@@ -563,7 +564,7 @@ export async function invalidateInstallations(db: Db, invalidations: Invalidatio
 export async function recipientCounts(db: Db, notificationIds: string[]): Promise<number[]> {
   const found = await rows(
     db,
-    sql<{ id: string; recipients: number }>`select id, cardinality(user_ids) as recipients from notifications where id = any(${notificationIds}::uuid[])`,
+    sql<{ id: string; recipients: number }>`select id, cardinality(user_ids) as recipients from notifications where id = any(${arrayLiteral(notificationIds)}::uuid[])`,
   );
   const counts = new Map(found.map((row) => [row.id, row.recipients]));
   return notificationIds.map((id) => counts.get(id) ?? 0);
@@ -585,7 +586,7 @@ export async function startProcessing(db: Db, notificationIds: string[]): Promis
     db,
     sql<FannedNotification>`
       update notifications n set status = 'processing', processing_started_at = now()
-       where id = any(${notificationIds}::uuid[]) and status = 'queued'
+       where id = any(${arrayLiteral(notificationIds)}::uuid[]) and status = 'queued'
       returning id, application_id as "applicationId", title, body, image_url as "imageUrl", action_url as "actionUrl",
                 localizations, data, options,
                 array(select c.provider from provider_credentials c where c.application_id = n.application_id) as "credentialProviders"`,
@@ -618,7 +619,7 @@ export async function completeNotifications(
     db,
     sql<FinishedNotification>`
       update notifications n set status = case when n.status = 'cancelled' then n.status else e.final_status end, completed_at = now()
-        from unnest(${endings.map((e) => e.notificationId)}::uuid[], ${endings.map((e) => e.status)}::text[]) as e(ending_id, final_status)
+        from unnest(${arrayLiteral(endings.map((e) => e.notificationId))}::uuid[], ${arrayLiteral(endings.map((e) => e.status))}::text[]) as e(ending_id, final_status)
        where n.id = e.ending_id and n.completed_at is null
       returning ${notificationColumns}, application_id as "applicationId"`,
   );
@@ -687,11 +688,11 @@ export async function holdUncancelled(db: Db, notificationIds: string[]): Promis
   await run(
     db,
     sql`select count(pg_advisory_xact_lock_shared(${pushLockNamespace}, s.key))
-          from (select distinct hashtext(id) as key from unnest(${notificationIds}::text[]) as id order by key offset 0) s`,
+          from (select distinct hashtext(id) as key from unnest(${arrayLiteral(notificationIds)}::text[]) as id order by key offset 0) s`,
   );
   const cancelled = await rows(
     db,
-    sql<{ id: string }>`select id from notifications where id = any(${notificationIds}::uuid[]) and status = 'cancelled'`,
+    sql<{ id: string }>`select id from notifications where id = any(${arrayLiteral(notificationIds)}::uuid[]) and status = 'cancelled'`,
   );
   return new Set(cancelled.map((row) => row.id));
 }
@@ -721,7 +722,7 @@ export async function unfinishedCancels(db: Db, notificationIds: string[]): Prom
   if (notificationIds.length === 0) return [];
   const found = await rows(
     db,
-    sql<{ id: string }>`select id from notifications where id = any(${notificationIds}::uuid[]) and status = 'cancelled' and completed_at is null`,
+    sql<{ id: string }>`select id from notifications where id = any(${arrayLiteral(notificationIds)}::uuid[]) and status = 'cancelled' and completed_at is null`,
   );
   return found.map((row) => row.id);
 }
@@ -735,7 +736,7 @@ export async function notificationProgress(db: Db, notificationIds: string[]): P
     sql<Progress & { id: string }>`
       select id, installations_count - accepted_count - failed_count - skipped_count as pending,
              accepted_count as accepted, failed_count as failed
-        from notifications where id = any(${notificationIds}::uuid[])`,
+        from notifications where id = any(${arrayLiteral(notificationIds)}::uuid[])`,
   );
   return new Map(found.map(({ id, ...progress }) => [id, progress]));
 }
@@ -774,7 +775,7 @@ export async function deliveryCounts(db: Db, notificationIds: string[]): Promise
              count(displayed_at)::int as displayed,
              count(opened_at)::int as opened
         from deliveries
-       where notification_id = any(${notificationIds}::uuid[])
+       where notification_id = any(${arrayLiteral(notificationIds)}::uuid[])
        group by notification_id`,
   );
 }
@@ -931,7 +932,7 @@ export async function insertNotification(
         (id, application_id, status, title, body, image_url, action_url, localizations, data, options, user_ids, created_at, scheduled_for)
       select ${n.id}, ${n.applicationId}, 'queued', ${n.title}, ${n.body}, ${n.imageUrl}, ${n.actionUrl},
              ${n.localizations === null ? null : JSON.stringify(n.localizations)}::jsonb, ${JSON.stringify(n.data)}::jsonb,
-             ${JSON.stringify(n.options)}::jsonb, ${n.userIds}::text[], now(), ${n.scheduledFor}::timestamptz
+             ${JSON.stringify(n.options)}::jsonb, ${arrayLiteral(n.userIds)}::text[], now(), ${n.scheduledFor}::timestamptz
        where exists (select from claimed)
       returning ${notificationColumns}`,
   );
@@ -1173,7 +1174,7 @@ export async function writeSecrets(db: Db, resealed: { id: string; secret: strin
     db,
     sql`
       update provider_credentials set secret = resealed.secret
-        from unnest(${resealed.map((row) => row.id)}::uuid[], ${resealed.map((row) => row.secret)}::text[]) as resealed(id, secret)
+        from unnest(${arrayLiteral(resealed.map((row) => row.id))}::uuid[], ${arrayLiteral(resealed.map((row) => row.secret))}::text[]) as resealed(id, secret)
        where provider_credentials.id = resealed.id`,
   );
 }
@@ -1190,8 +1191,8 @@ export async function writeWebhookSecrets(db: Db, resealed: SealedWebhookSecrets
     db,
     sql`
       update webhook_endpoints e set secret = r.secret, previous_secret = r.previous_secret
-        from unnest(${resealed.map((row) => row.id)}::uuid[], ${resealed.map((row) => row.secret)}::text[],
-                    ${resealed.map((row) => row.previousSecret)}::text[]) as r(id, secret, previous_secret)
+        from unnest(${arrayLiteral(resealed.map((row) => row.id))}::uuid[], ${arrayLiteral(resealed.map((row) => row.secret))}::text[],
+                    ${arrayLiteral(resealed.map((row) => row.previousSecret))}::text[]) as r(id, secret, previous_secret)
        where e.id = r.id`,
   );
 }
@@ -1255,7 +1256,7 @@ export async function deleteDeliveriesOf(db: Db, notificationIds: string[], batc
     db,
     sql<{ deliveries: number; events: number }>`
       with doomed as (
-        select array(select id from deliveries where notification_id = any(${notificationIds}::uuid[]) limit ${batchSize}) as ids
+        select array(select id from deliveries where notification_id = any(${arrayLiteral(notificationIds)}::uuid[]) limit ${batchSize}) as ids
       ), events as (
         delete from delivery_events where delivery_id = any((select ids from doomed)::uuid[]) returning 1
       ), gone as (
@@ -1277,7 +1278,7 @@ export async function deleteNotifications(db: Db, notificationIds: string[]): Pr
     sql<{ notifications: number; idempotencyKeys: number }>`
       with doomed as (
         select n.id from notifications n
-         where n.id = any(${notificationIds}::uuid[])
+         where n.id = any(${arrayLiteral(notificationIds)}::uuid[])
            and not exists (select 1 from deliveries d where d.notification_id = n.id)
       ), keys as (
         delete from idempotency_keys k using doomed where k.notification_id = doomed.id returning 1
@@ -1316,8 +1317,8 @@ export async function insertWebhookEvents(db: Db, applicationId: string, events:
     db,
     sql<QueuedWebhookDeliveries>`
       with given as (
-        select * from unnest(${events.map((e) => e.id)}::uuid[], ${events.map((e) => e.type)}::text[],
-                             ${events.map((e) => JSON.stringify(e.data))}::jsonb[], ${events.map((e) => e.createdAt.toISOString())}::timestamptz[])
+        select * from unnest(${arrayLiteral(events.map((e) => e.id))}::uuid[], ${arrayLiteral(events.map((e) => e.type))}::text[],
+                             ${arrayLiteral(events.map((e) => JSON.stringify(e.data)))}::jsonb[], ${arrayLiteral(events.map((e) => e.createdAt.toISOString()))}::timestamptz[])
           as e(id, type, data, created_at)
       ), targets as (
         select given.id as event_id, endpoint.id as endpoint_id
@@ -1379,7 +1380,7 @@ export async function pendingWebhookDeliveries(db: Db, endpointId: string, deliv
     sql<ClaimedWebhookDelivery>`
       select d.id as "deliveryId", d.attempts, e.id as "eventId", e.type, e.data, e.created_at as "createdAt"
         from webhook_deliveries d join webhook_events e on e.id = d.event_id
-       where d.id = any(${deliveryIds}::uuid[]) and d.endpoint_id = ${endpointId} and d.state = 'pending'
+       where d.id = any(${arrayLiteral(deliveryIds)}::uuid[]) and d.endpoint_id = ${endpointId} and d.state = 'pending'
        order by e.id`,
   );
   return found.map((row) => ({ ...row, createdAt: asDate(row.createdAt) }));
@@ -1418,11 +1419,11 @@ export async function recordWebhookAttempts(
            set state = r.state, reason = r.reason, attempts = d.attempts + 1, status_code = r.status_code, error = r.error,
                response_excerpt = r.response_excerpt, last_attempt_at = r.attempted_at, next_attempt_at = r.next_attempt_at,
                completed_at = case when r.state = 'pending' then null else now() end
-          from unnest(${results.map((r) => r.deliveryId)}::uuid[], ${results.map((r) => r.state)}::text[],
-                      ${results.map((r) => r.reason)}::text[], ${results.map((r) => r.statusCode)}::int[],
-                      ${results.map((r) => r.error)}::text[], ${results.map((r) => r.responseExcerpt)}::text[],
-                      ${results.map((r) => r.attemptedAt.toISOString())}::timestamptz[],
-                      ${results.map((r) => r.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+          from unnest(${arrayLiteral(results.map((r) => r.deliveryId))}::uuid[], ${arrayLiteral(results.map((r) => r.state))}::text[],
+                      ${arrayLiteral(results.map((r) => r.reason))}::text[], ${arrayLiteral(results.map((r) => r.statusCode))}::int[],
+                      ${arrayLiteral(results.map((r) => r.error))}::text[], ${arrayLiteral(results.map((r) => r.responseExcerpt))}::text[],
+                      ${arrayLiteral(results.map((r) => r.attemptedAt.toISOString()))}::timestamptz[],
+                      ${arrayLiteral(results.map((r) => r.nextAttemptAt?.toISOString() ?? null))}::timestamptz[])
             as r(id, state, reason, status_code, error, response_excerpt, attempted_at, next_attempt_at)
          where d.id = r.id and d.state = 'pending'
       ), streak as (
@@ -1450,7 +1451,7 @@ export async function endWebhookDeliveries(db: Db, deliveryIds: string[], reason
     db,
     sql`
       update webhook_deliveries set state = 'failed', reason = ${reason}, next_attempt_at = null, completed_at = now()
-       where id = any(${deliveryIds}::uuid[]) and state = 'pending'`,
+       where id = any(${arrayLiteral(deliveryIds)}::uuid[]) and state = 'pending'`,
   );
 }
 
@@ -1547,13 +1548,13 @@ export async function takeLeases(db: Db, lease: { jobIds: string[]; queueSchema:
     db,
     sql`
       insert into job_leases (job_id, queue_schema, queue, holder)
-      select job_id, ${lease.queueSchema}, ${lease.queue}, ${lease.holder} from unnest(${lease.jobIds}::uuid[]) as job_id
+      select job_id, ${lease.queueSchema}, ${lease.queue}, ${lease.holder} from unnest(${arrayLiteral(lease.jobIds)}::uuid[]) as job_id
       on conflict (job_id) do update set holder = excluded.holder, taken_at = now()`,
   );
 }
 
 export async function releaseLeases(db: Db, jobIds: string[], holder: number): Promise<void> {
-  await run(db, sql`delete from job_leases where job_id = any(${jobIds}::uuid[]) and holder = ${holder}`);
+  await run(db, sql`delete from job_leases where job_id = any(${arrayLiteral(jobIds)}::uuid[]) and holder = ${holder}`);
 }
 
 /** Holders with leases whose advisory lock nobody holds: their process is gone (or reconnecting). */
@@ -1573,7 +1574,7 @@ export type TakenLease = { job_id: string; queue: string };
 
 /** Deletes a holder's leases (all of them, or those on jobs other than `except`) and returns them. */
 export async function dropLeases(db: Db, queueSchema: string, holder: number, except?: string[]): Promise<TakenLease[]> {
-  const exceptThese = except === undefined ? sql`` : sql`and job_id <> all(${except}::uuid[])`;
+  const exceptThese = except === undefined ? sql`` : sql`and job_id <> all(${arrayLiteral(except)}::uuid[])`;
   return rows(
     db,
     sql<TakenLease>`delete from job_leases where queue_schema = ${queueSchema} and holder = ${holder} ${exceptThese} returning job_id, queue`,
