@@ -274,6 +274,8 @@ export type NewDelivery = Candidate & {
   truncation: Truncation | null;
 };
 
+type TextColumn = { [K in keyof NewDelivery]: NewDelivery[K] extends string | null ? K : never }[keyof NewDelivery];
+
 /**
  * Deliveries of any number of notifications, and each one's counters moved by what was inserted,
  * in one statement. Unique per (notification, installation): a re-run of the fanout inserts
@@ -283,7 +285,7 @@ export type NewDelivery = Candidate & {
  */
 export async function insertDeliveries(db: Db, deliveries: NewDelivery[]): Promise<void> {
   if (deliveries.length === 0) return;
-  const column = <K extends keyof NewDelivery>(key: K) => arrayLiteral(deliveries.map((d) => d[key] as string | null));
+  const column = (key: TextColumn) => arrayLiteral(deliveries.map((d) => d[key]));
   const truncations = arrayLiteral(deliveries.map((d) => (d.truncation === null ? null : JSON.stringify(d.truncation))));
   // Without localizations, no array of nulls: unnest pads a null array's column with nulls.
   const locales = deliveries.some((d) => d.locale !== null) ? column('locale') : null;
