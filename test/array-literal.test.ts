@@ -1,7 +1,7 @@
-// Array parameters are written as Postgres array literals by db/text-array.ts, not by the drivers:
+// Array parameters are written as Postgres array literals by db/array-literal.ts, not by the drivers:
 // what Postgres reads back from them, on a connection of the real Postgres.
 import pg from 'pg';
-import { arrayLiteral } from '../src/db/text-array.ts';
+import { arrayLiteral } from '../src/db/array-literal.ts';
 import { databaseUrl } from './support/harness.ts';
 
 let client: pg.Client;

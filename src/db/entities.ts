@@ -14,7 +14,7 @@ import {
   webhookEventTypeValues,
   type components,
 } from '../generated/api.ts';
-import { TextArrayType } from './text-array.ts';
+import { TextArrayType } from './array-literal.ts';
 
 // The values the document allows are the values a column may hold.
 export const platforms = platformValues;

@@ -22,7 +22,7 @@ import {
 import pg from 'pg';
 import type { components } from '../generated/api.ts';
 import { newId } from './ids.ts';
-import { arrayLiteral } from './text-array.ts';
+import { arrayLiteral } from './array-literal.ts';
 import type { DeviceDetails, Localizations, Truncation, WebhookAttempt } from './entities.ts';
 
 /** A session that runs a compiled statement itself: a send's pipelined transaction (db/pipelined-pool.ts). */
