@@ -110,7 +110,7 @@ export function createApp(options: AppOptions): Express {
       quietResLogger: true,
       // pino-http still makes a child logger bound to the request on every request, even when it is
       // quiet and never logs through it; its serializer (the URL, the headers, the socket), run
-      // through the redaction, was about a twentieth of a GET's CPU. No line carries a request.
+      // through the redaction, cost about 7 µs of a GET's 250-300. No line carries a request.
       wrapSerializers: false,
       serializers: { req: () => undefined },
       customAttributeKeys: { reqId: 'requestId' },
