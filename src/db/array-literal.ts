@@ -8,7 +8,8 @@ import { ArrayType } from '@mikro-orm/core';
 
 // Inside double quotes only `"` and `\` are special to Postgres, each escaped by a backslash.
 const special = /["\\]/;
-const quoted = (item: string | number) => `"${String(item).replace(/["\\]/g, '\\$&')}"`;
+const everySpecial = new RegExp(special, 'g');
+const quoted = (item: string | number) => `"${String(item).replace(everySpecial, '\\$&')}"`;
 
 /** The literal of an array of any type whose elements are written as text (cast it in the statement); a null element is NULL. */
 export function arrayLiteral(values: readonly (string | number | null)[]): string {

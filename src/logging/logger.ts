@@ -7,7 +7,7 @@ export type { Logger };
 // (providerIdentifier), the API's (provider.identifier) and the column's, and `token`, what the
 // provider libraries and their errors call it; at the top of a line or one object down.
 const secretKeys = ['authorization', 'providerIdentifier', 'provider_identifier', 'identifier', 'token'];
-export const redactPaths = ['req.headers.authorization', 'req.headers.cookie', ...secretKeys, ...secretKeys.map((key) => `*.${key}`)];
+const redactPaths = ['req.headers.authorization', 'req.headers.cookie', ...secretKeys, ...secretKeys.map((key) => `*.${key}`)];
 
 /**
  * JSON lines with ISO timestamps; on a terminal (or when asked), the same lines pretty-printed in
