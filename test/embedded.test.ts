@@ -4,7 +4,8 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort, startHerald, type HeraldProcess } from './support/processes.ts';
+import { freePort } from './support/ports.ts';
+import { startHerald, type HeraldProcess } from './support/processes.ts';
 
 const dataDir = mkdtempSync(path.join(tmpdir(), 'herald-embedded-'));
 // Postgres runs as its own OS user when we are root: it must be able to enter the folder.

