@@ -1,7 +1,11 @@
-// The job queue's connections prepare each statement once: what PreparingClient names and what it
-// leaves to run as sent, on a connection of the real Postgres, and pg-boss's fetch through it.
+// Every pool's connections prepare each statement once: what PreparingClient names and what it
+// leaves to run as sent, on a connection of the real Postgres; pg-boss's fetch through it, and
+// Herald's own statements through the ORM's pool and a statement pool.
 import { randomBytes } from 'node:crypto';
+import { sql } from 'kysely';
+import { openOrm } from '../src/db/orm.ts';
 import { PreparingClient } from '../src/db/preparing-client.ts';
+import { findToken, openStatementPool } from '../src/db/sql.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { queues, startBoss } from '../src/worker/queue.ts';
 import { databaseUrl } from './support/harness.ts';
@@ -63,5 +67,34 @@ test("pg-boss's sessions plan generically, keeping the startup options DATABASE_
     expect(rows).toEqual([{ plans: 'force_generic_plan', timeout: '12345ms' }]);
   } finally {
     await boss.stop({ close: true, graceful: false });
+  }
+});
+
+// How the token read (db/sql.ts findToken) is prepared on the connection that runs this.
+const tokenReadPrepared = sql.raw<{ generic: number; custom: number; plans: string }>(
+  `select generic_plans::int as generic, custom_plans::int as custom, current_setting('plan_cache_mode') as plans
+     from pg_prepared_statements where statement like '%from api_tokens t join applications a%' and statement not like '%pg_prepared_statements%'`,
+);
+
+// Postgres' default plan choice: custom plans for the first five runs, then a generic one only
+// where it costs no more.
+test("the ORM's connections prepare Herald's statements, planned as Postgres chooses", async () => {
+  const orm = await openOrm(databaseUrl(), 1);
+  try {
+    const em = orm.em.fork();
+    for (let run = 0; run < 3; run++) expect(await findToken(em, `unknown-${run}`)).toBeUndefined();
+    expect((await tokenReadPrepared.execute(em.getKysely())).rows).toEqual([{ generic: 0, custom: 3, plans: 'auto' }]);
+  } finally {
+    await orm.close();
+  }
+});
+
+test("a statement pool's connections (the job leases', the sends') prepare them too", async () => {
+  const pool = openStatementPool(databaseUrl(), 1);
+  try {
+    for (let run = 0; run < 3; run++) expect(await findToken(pool.db, `unknown-${run}`)).toBeUndefined();
+    expect((await tokenReadPrepared.execute(pool.db)).rows).toEqual([{ generic: 0, custom: 3, plans: 'auto' }]);
+  } finally {
+    await pool.close();
   }
 });

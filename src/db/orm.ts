@@ -6,6 +6,7 @@ import { defineConfig, MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import pg from 'pg';
 import { entities } from './entities.ts';
+import { PreparingClient } from './preparing-client.ts';
 import { compiled, takeMigrationLock } from './sql.ts';
 
 const migrationsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -17,6 +18,8 @@ export function ormConfig(clientUrl: string, poolMax = 10) {
     entities,
     extensions: [Migrator],
     pool: { max: poolMax },
+    // Passed on to its pg pool: each statement text is parsed once per connection.
+    driverOptions: { Client: PreparingClient },
     // Timestamps are written and read as UTC, whatever the database server's time zone.
     forceUtcTimezone: true,
     debug: false,

@@ -6,7 +6,6 @@
 // Each statement keeps its own answer or error; after an error the ones behind it fail as the
 // aborted transaction's (25P02), and the transaction rolls back.
 import type { RawBuilder } from 'kysely';
-import { PreparingClient } from './preparing-client.ts';
 import { compiled, openListenedPool, type StatementSession } from './sql.ts';
 
 export type PipelinedSession = StatementSession & {
@@ -26,9 +25,8 @@ export type PipelinedPool = {
   close(): Promise<void>;
 };
 
-/** Its connections prepare each statement text once (PreparingClient), as the job queue's do. */
 export function openPipelinedPool(url: string, max: number): PipelinedPool {
-  const pool = openListenedPool({ connectionString: url, max, pipeline: true, Client: PreparingClient });
+  const pool = openListenedPool({ connectionString: url, max, pipeline: true });
   return {
     async transaction(work) {
       const client = await pool.connect();

@@ -20,6 +20,7 @@ import {
   type RawBuilder,
 } from 'kysely';
 import pg from 'pg';
+import { PreparingClient } from './preparing-client.ts';
 import type { components } from '../generated/api.ts';
 import { newId } from './ids.ts';
 import { arrayLiteral } from './array-literal.ts';
@@ -58,10 +59,11 @@ export function compiled(statement: RawBuilder<unknown>): { text: string; values
  * A pool of its own, beside the ORM's. A connection the database cuts emits 'error': on an idle one
  * the pool's listener takes it, but one checked out between two statements has none, and an
  * unheard 'error' ends the process. Every connection gets a listener; the failure still reaches
- * the statement that uses the connection.
+ * the statement that uses the connection. Its connections prepare each statement text once
+ * (PreparingClient), as the ORM's do.
  */
 export function openListenedPool(config: pg.PoolConfig): pg.Pool {
-  const pool = new pg.Pool(config);
+  const pool = new pg.Pool({ Client: PreparingClient, ...config });
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
