@@ -77,24 +77,30 @@ const tokenReadPrepared = sql.raw<{ generic: number; custom: number; plans: stri
 );
 
 // Postgres' default plan choice: custom plans for the first five runs, then a generic one only
-// where it costs no more.
-test("the ORM's connections prepare Herald's statements, planned as Postgres chooses", async () => {
-  const orm = await openOrm(databaseUrl(), 1);
+// where it costs no more. Every pool of Herald's but pg-boss's is the ORM's or one openListenedPool
+// opens (the sends', the leases', the statement pools).
+test.each([
+  [
+    "the ORM's",
+    async () => {
+      const orm = await openOrm(databaseUrl(), 1);
+      const em = orm.em.fork();
+      return { db: em, kysely: em.getKysely(), close: () => orm.close() };
+    },
+  ],
+  [
+    "a statement pool's",
+    async () => {
+      const pool = openStatementPool(databaseUrl(), 1);
+      return { db: pool.db, kysely: pool.db, close: () => pool.close() };
+    },
+  ],
+])("%s connections prepare Herald's statements, planned as Postgres chooses", async (_pool, open) => {
+  const { db, kysely, close } = await open();
   try {
-    const em = orm.em.fork();
-    for (let run = 0; run < 3; run++) expect(await findToken(em, `unknown-${run}`)).toBeUndefined();
-    expect((await tokenReadPrepared.execute(em.getKysely())).rows).toEqual([{ generic: 0, custom: 3, plans: 'auto' }]);
+    for (let run = 0; run < 3; run++) expect(await findToken(db, `unknown-${run}`)).toBeUndefined();
+    expect((await tokenReadPrepared.execute(kysely)).rows).toEqual([{ generic: 0, custom: 3, plans: 'auto' }]);
   } finally {
-    await orm.close();
-  }
-});
-
-test("a statement pool's connections (the job leases', the sends') prepare them too", async () => {
-  const pool = openStatementPool(databaseUrl(), 1);
-  try {
-    for (let run = 0; run < 3; run++) expect(await findToken(pool.db, `unknown-${run}`)).toBeUndefined();
-    expect((await tokenReadPrepared.execute(pool.db)).rows).toEqual([{ generic: 0, custom: 3, plans: 'auto' }]);
-  } finally {
-    await pool.close();
+    await close();
   }
 });

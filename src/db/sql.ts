@@ -20,10 +20,10 @@ import {
   type RawBuilder,
 } from 'kysely';
 import pg from 'pg';
-import { PreparingClient } from './preparing-client.ts';
 import type { components } from '../generated/api.ts';
 import { newId } from './ids.ts';
 import { arrayLiteral } from './array-literal.ts';
+import { PreparingClient } from './preparing-client.ts';
 import type { DeviceDetails, Localizations, Truncation, WebhookAttempt } from './entities.ts';
 
 /** A session that runs a compiled statement itself: a send's pipelined transaction (db/pipelined-pool.ts). */
