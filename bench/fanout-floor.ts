@@ -26,11 +26,14 @@ export async function openFloor(options: {
   chunkSize: number;
   /** Herald's HERALD_DB_POOL_MAX. */
   poolMax: number;
+  /** The floor's own table, created here (floors side by side in one database need one each). */
+  table: string;
 }): Promise<Floor> {
+  const table = pg.escapeIdentifier(options.table);
   const pool = new pg.Pool({ connectionString: options.url, max: options.poolMax, application_name: 'herald-bench-floor' });
   const { rows: [shape] } = await pool.query<{ reloptions: string[] | null }>(`select reloptions from pg_class where oid = 'deliveries'::regclass`);
-  await pool.query('create table floor_deliveries (like deliveries including all)');
-  if (shape.reloptions) await pool.query(`alter table floor_deliveries set (${shape.reloptions.join(', ')})`);
+  await pool.query(`create table ${table} (like deliveries including all)`);
+  if (shape.reloptions) await pool.query(`alter table ${table} set (${shape.reloptions.join(', ')})`);
 
   const fanOut = async (users: string[]): Promise<number> => {
     const notificationId = newId();
@@ -47,7 +50,7 @@ export async function openFloor(options: {
     );
     const deliveryIds = targets.map(() => newId());
     await pool.query(
-      `insert into floor_deliveries (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform, state, attempts, created_at)
+      `insert into ${table} (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform, state, attempts, created_at)
        select d.id, $1, $2, d.installation_id, d.client_installation_id, d.user_id, d.platform, 'pending', 0, now()
          from unnest($3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[]) as d(id, installation_id, client_installation_id, user_id, platform)`,
       [
@@ -72,7 +75,7 @@ export async function openFloor(options: {
         for (let start = 0; start < pushes.length; start += options.chunkSize) {
           const outcomes = await options.providers[platform].send(pushes.slice(start, start + options.chunkSize));
           const { rowCount } = await pool.query(
-            `update floor_deliveries d set state = r.state, provider_message_id = r.provider_message_id, attempts = d.attempts + 1,
+            `update ${table} d set state = r.state, provider_message_id = r.provider_message_id, attempts = d.attempts + 1,
                     last_attempt_at = now(), completed_at = now()
                from unnest($1::uuid[], $2::text[], $3::text[]) as r(id, state, provider_message_id)
               where d.id = r.id and d.state = 'pending' and r.state = 'accepted'`,
@@ -91,7 +94,7 @@ export async function openFloor(options: {
   return {
     /** All the notifications at once, as Herald's load sends them; answers deliveries accepted per second. */
     async run() {
-      await pool.query('truncate floor_deliveries');
+      await pool.query(`truncate ${table}`);
       const started = performance.now();
       const accepted = (await Promise.all(options.notifications.map(fanOut))).reduce((sum, count) => sum + count, 0);
       const elapsed = (performance.now() - started) / 1000;

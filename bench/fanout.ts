@@ -4,6 +4,9 @@
 //       (src/providers/apns.ts, fcm.ts), sending the same pushes straight to the simulators;
 //   (a') the floor of a durable fanout (bench/fanout-floor.ts): (a)'s adapters, plus each delivery
 //       written before its push and its outcome after, in plain SQL, as few statements as can be;
+//   (a*), (a'*) the same two in a process of their own started as Herald is (bin/herald-node: its
+//       heap and malloc settings), where (a) and (a') run with Node's defaults in this process:
+//       what Herald's memory settings cost the same work (bench/fanout-reference.ts);
 //   (b) Herald end to end, as its own process (`herald start --no-simulate`): 20 notifications ×
 //       500 distinct users (20,000 installations, one iOS and one Android per user), sent at once
 //       through the HTTP API, timed from the first 202 to the last delivery accepted; the latency
@@ -13,7 +16,7 @@
 //       202s, each timed from its 202 to its first push: priority lanes (the load normal, the sends
 //       `priority: high`, same application) and fairness between applications (the load
 //       application A's, the sends application B's, both normal).
-// (a), (a') and (b) take turns (5 rounds by default) so that other load on the machine weighs on all alike.
+// (a), (a'), (a*), (a'*) and (b) take turns (5 rounds by default) so that other load on the machine weighs on all alike.
 // With `--prefill`, before Herald starts: another application's 1 million installations and 2
 // million deliveries of its finished notifications (with their events), written set-based; compare
 // the figures prefilled and empty across two runs (target: within 1.2×).
@@ -35,9 +38,9 @@
 //   BENCH_PREFILL_DELIVERIES     --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS    NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                   also write the figures to this file
-//   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: replace bin/herald's own (to compare them)
+//   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: replace bin/herald-node's own, for Herald and (a*), (a'*) alike
 //   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DELIVER_CHUNK_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -46,14 +49,10 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { deliveryCounts } from '../src/db/sql.ts';
 import { loadConfig, type Config } from '../src/service/config.ts';
-import type { PushContent } from '../src/domain/payloads.ts';
-import { createLogger } from '../src/logging/logger.ts';
-import { createApnsProvider } from '../src/providers/apns.ts';
-import { createFcmProvider } from '../src/providers/fcm.ts';
-import type { ProviderEndpoints, Push, PushProvider } from '../src/providers/provider.ts';
+import type { ProviderEndpoints } from '../src/providers/provider.ts';
 import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
-import { openFloor } from './fanout-floor.ts';
-import { androidToken, createDatabase, iosToken, seedApplication, userId } from '../test/support/seed.ts';
+import { clearSimulators, message, openReferences, startReferenceProcess, type ReferenceOptions } from './fanout-reference.ts';
+import { createDatabase, seedApplication, userId } from '../test/support/seed.ts';
 import {
   cpuSeconds,
   cpuSecondsBetween,
@@ -111,20 +110,6 @@ const targets = { ratio: 0.85, deliveriesPerSecond: 5000, idleFirstPushMs: 100, 
 const perPlatform = settings.notifications * settings.recipients;
 const expected = perPlatform * 2;
 
-/** What every notification of the benchmark says: a typical visible push with a little data and a TTL. */
-const message = {
-  notification: { title: 'Order shipped', body: 'Your order is on its way' },
-  data: { order_id: 1234, kind: 'shipping' },
-  options: { priority: 'high', ttl: 3600 },
-} as const;
-/** The same content as a deliver job builds it from the stored notification (jobs.ts pushContent). */
-const pushContent: PushContent = {
-  notification: { ...message.notification, image_url: null, action_url: null },
-  data: { ...message.data },
-  options: { ...message.options },
-};
-
-const silent = createLogger('silent');
 const megabytes = (kb: number | null) => (kb === null ? 'n/a' : `${integer(kb / 1024)} MB`);
 const log = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -133,10 +118,6 @@ const cleanups = createCleanups();
 
 type Simulators = SimulatorsProcess;
 type Received = { first: Map<string, number>; last: number; firstAt: number; pushes: number; counters: { apns: SimulatorCounters; fcm: SimulatorCounters } };
-
-async function clearSimulators(sims: Simulators): Promise<void> {
-  await Promise.all([sims.apns, sims.fcm].map((base) => simulatorControl(base, sims.ca, 'DELETE', '/__sim/received')));
-}
 
 /** What the simulators received since their last clear: the first push per notification id. */
 async function readSimulators(sims: Simulators): Promise<Received> {
@@ -173,53 +154,6 @@ async function startSimulators(dataDir: string): Promise<Simulators> {
   const sims = await startSimulatorsProcess(dataDir);
   cleanups.add('simulators', () => sims.process.stop(10_000));
   return sims;
-}
-
-type Ceiling = { run(): Promise<number> };
-type Providers = { ios: PushProvider; android: PushProvider; close(): Promise<void> };
-
-/** The adapters Herald uses (the same libraries, configured the same way), for (a) and (a'). */
-function openProviders(sims: Simulators, endpoints: ProviderEndpoints): Providers {
-  const ios = createApnsProvider(sims.keys.apns, endpoints, silent);
-  const android = createFcmProvider(sims.keys.fcm, endpoints, silent);
-  let closing: Promise<void> | null = null;
-  const close = () => (closing ??= Promise.all([ios, android].map((provider) => provider.close())).then(() => undefined));
-  return { ios, android, close };
-}
-
-/**
- * (a) The adapters called directly with pre-built pushes, both platforms at once. Warmed up
- * (connections, JWT, OAuth token, JIT) before the first measured run, as Herald is by its warm-up
- * notifications. run() answers pushes/s.
- */
-async function openCeiling(sims: Simulators, providers: Providers, ios: number, android: number): Promise<Ceiling> {
-  const pushes = (count: number, token: (n: number) => string): Push[] => {
-    const expiresAt = new Date(Date.now() + message.options.ttl * 1000);
-    let notificationId = randomUUID();
-    return Array.from({ length: count }, (_, index) => {
-      // As in Herald: pushes of one notification share its id, 500 users per notification.
-      if (index % settings.recipients === 0) notificationId = randomUUID();
-      return { deliveryId: randomUUID(), notificationId, providerIdentifier: token(index + 1), content: pushContent, expiresAt };
-    });
-  };
-  const sendAll = async (iosPushes: Push[], androidPushes: Push[]) => {
-    const outcomes = (await Promise.all([providers.ios.send(iosPushes), providers.android.send(androidPushes)])).flat();
-    const refused = outcomes.filter((outcome) => outcome.kind !== 'accepted');
-    if (refused.length > 0) throw new Error(`ceiling: ${refused.length} pushes not accepted, e.g. ${JSON.stringify(refused[0])}`);
-  };
-  await sendAll(pushes(500, iosToken), pushes(500, androidToken));
-  await clearSimulators(sims);
-  return {
-    async run() {
-      const iosPushes = pushes(ios, iosToken);
-      const androidPushes = pushes(android, androidToken);
-      const started = performance.now();
-      await sendAll(iosPushes, androidPushes);
-      const elapsed = (performance.now() - started) / 1000;
-      await clearSimulators(sims);
-      return (ios + android) / elapsed;
-    },
-  };
 }
 
 type Sent = { id: string; postedAt: number; acceptedAt: number };
@@ -385,29 +319,45 @@ function firstPushLatencies(sent: Sent[], received: Received): number[] {
   });
 }
 
-type CpuSnapshot = { herald: number; heraldMainThread: number; simulators: number; bench: number; postgres: Map<number, number>; machine: { busy: number; total: number } };
-function cpuSnapshot(heraldPid: number, simulatorsPid: number): CpuSnapshot {
+/** The processes whose CPU a round reads: Herald, the simulators, and the references run as Herald is. */
+type Pids = { herald: number; simulators: number; references: number };
+type CpuSnapshot = {
+  herald: number;
+  heraldMainThread: number;
+  simulators: number;
+  references: number;
+  referencesMainThread: number;
+  bench: number;
+  postgres: Map<number, number>;
+  machine: { busy: number; total: number };
+};
+function cpuSnapshot(pids: Pids): CpuSnapshot {
   const bench = process.cpuUsage();
   return {
-    herald: cpuSeconds(heraldPid),
-    heraldMainThread: mainThreadCpuSeconds(heraldPid),
-    simulators: cpuSeconds(simulatorsPid),
+    herald: cpuSeconds(pids.herald),
+    heraldMainThread: mainThreadCpuSeconds(pids.herald),
+    simulators: cpuSeconds(pids.simulators),
+    references: cpuSeconds(pids.references),
+    referencesMainThread: mainThreadCpuSeconds(pids.references),
     bench: (bench.user + bench.system) / 1e6,
     postgres: cpuSecondsByProcess('postgres'),
     machine: machineCpu(),
   };
 }
 function coresUsed(before: CpuSnapshot, after: CpuSnapshot, seconds: number) {
-  const per = (key: 'herald' | 'heraldMainThread' | 'simulators' | 'bench' | 'postgres') =>
+  const per = (key: Exclude<keyof CpuSnapshot, 'machine'>) =>
     (key === 'postgres' ? cpuSecondsBetween(before.postgres, after.postgres) : after[key] - before[key]) / seconds;
   const machineTotal = after.machine.total - before.machine.total;
   const machineBusy = machineTotal > 0 ? ((after.machine.busy - before.machine.busy) / machineTotal) * os.availableParallelism() : Number.NaN;
-  const ours = per('herald') + per('simulators') + per('bench') + per('postgres');
+  const ours = per('herald') + per('simulators') + per('references') + per('bench') + per('postgres');
   return {
     herald: per('herald'),
     /** Of Herald's: its main thread's (the event loop); the rest is its other threads', V8's garbage collection mostly. */
     heraldMainThread: per('heraldMainThread'),
     simulators: per('simulators'),
+    /** The process of (a*) and (a'*), and of it, its main thread. */
+    references: per('references'),
+    referencesMainThread: per('referencesMainThread'),
     bench: per('bench'),
     postgres: per('postgres'),
     /** Everything else the machine ran meanwhile (other users' Postgres sessions count as Postgres). */
@@ -542,11 +492,11 @@ async function idlePhase(stage: Stage): Promise<Idle> {
 }
 
 /** Throughput: every notification of a round sent at once, each to its own 500 users. */
-async function loadRound(stage: Stage, round: number, stamp: string) {
-  const { sims, server, pool, client } = stage;
+async function loadRound(stage: Stage, round: number, stamp: string, pids: Pids) {
+  const { sims, pool, client } = stage;
   await clearSimulators(sims);
   await sleep(500);
-  const before = cpuSnapshot(server.pid, sims.process.pid);
+  const before = cpuSnapshot(pids);
   const started = Date.now();
   const sent = await Promise.all(
     Array.from({ length: settings.notifications }, (_, index) => client.send(recipients(index), `load-${stamp}-${round}-${index}`)),
@@ -554,7 +504,7 @@ async function loadRound(stage: Stage, round: number, stamp: string) {
   const ids = sent.map((notification) => notification.id);
   await waitCompleted(pool, ids, 20, alive(stage));
   const first202 = Math.min(...sent.map((notification) => notification.acceptedAt));
-  const after = cpuSnapshot(server.pid, sims.process.pid);
+  const after = cpuSnapshot(pids);
   const cpuWindow = (Date.now() - started) / 1000;
   const result = await outcomes(pool, ids);
   if (result.accepted !== expected || result.pending > 0) {
@@ -580,71 +530,95 @@ async function loadRound(stage: Stage, round: number, stamp: string) {
 type Round = Awaited<ReturnType<typeof loadRound>> & {
   ceiling: number;
   ceilingOthers: number;
+  ceilingCores: ReturnType<typeof coresUsed>;
+  ceilingSeconds: number;
   ratio: number;
   floor: number;
   floorCores: ReturnType<typeof coresUsed>;
   floorSeconds: number;
   floorRatio: number;
+  /** (a*) and (a'*): the references run as Herald is, and (b)'s ratios to them. */
+  asHerald: { ceiling: ReferenceRun; floor: ReferenceRun; ratio: number; floorRatio: number };
   rssKb: number | null;
 };
 
+/** A reference's run: its rate and, over it, what each process used. */
+type ReferenceRun = { rate: number; seconds: number; cores: ReturnType<typeof coresUsed> };
+
 /**
- * (a), (a') and (b) in turn, so that whatever else the machine does meanwhile weighs on all alike;
- * each round gives a ratio to each. Herald sits idle during (a) and (a').
+ * (a), (a'), (a*), (a'*) and (b) in turn, so that whatever else the machine does meanwhile weighs
+ * on all alike; each round gives a ratio to each. Herald sits idle during the references. (a*) and
+ * (a'*) are (a) and (a') in a process of their own, started as Herald is (bin/herald-node): the
+ * difference is what Herald's memory settings cost the same work.
  */
 async function roundsInTurn(stage: Stage, stamp: string): Promise<Round[]> {
   const { sims, server } = stage;
-  const providers = openProviders(sims, stage.endpoints);
-  cleanups.add('ceiling providers', () => providers.close());
-  const ceiling = await openCeiling(sims, providers, perPlatform, perPlatform);
-  const floor = await openFloor({
-    url: stage.url,
-    applicationId: stage.applicationId,
-    notifications: Array.from({ length: settings.notifications }, (_, index) => recipients(index)),
-    providers,
-    content: pushContent,
-    ttlSeconds: message.options.ttl,
-    chunkSize: stage.heraldConfig.HERALD_DELIVER_CHUNK_SIZE,
-    poolMax: stage.heraldConfig.HERALD_DB_POOL_MAX,
+  const options = (table: string): ReferenceOptions => ({
+    sims: { apns: sims.apns, fcm: sims.fcm, ca: sims.ca, keys: sims.keys },
+    perPlatform,
+    recipients: settings.recipients,
+    floor: {
+      url: stage.url,
+      applicationId: stage.applicationId,
+      notifications: Array.from({ length: settings.notifications }, (_, index) => recipients(index)),
+      chunkSize: stage.heraldConfig.HERALD_DELIVER_CHUNK_SIZE,
+      poolMax: stage.heraldConfig.HERALD_DB_POOL_MAX,
+      table,
+    },
   });
-  cleanups.add('floor pool', () => floor.close());
-  await clearSimulators(sims);
-  const measured = async <T>(work: () => Promise<T>) => {
-    const before = cpuSnapshot(server.pid, sims.process.pid);
+  const here = await openReferences(options('floor_deliveries'));
+  cleanups.add('references', () => here.close());
+  const apart = await startReferenceProcess(options('floor_deliveries_apart'));
+  cleanups.add('references process', () => apart.close());
+  const pids = { herald: server.pid, simulators: sims.process.pid, references: apart.pid };
+  const measured = async (work: () => Promise<number>): Promise<ReferenceRun> => {
+    const before = cpuSnapshot(pids);
     const started = performance.now();
-    const result = await work();
+    const rate = await work();
     const seconds = (performance.now() - started) / 1000;
-    return { result, seconds, cores: coresUsed(before, cpuSnapshot(server.pid, sims.process.pid), seconds) };
+    return { rate, seconds, cores: coresUsed(before, cpuSnapshot(pids), seconds) };
   };
   const rounds: Round[] = [];
   for (let round = 0; round < settings.rounds; round++) {
-    const { result: ceilingRate, cores: ceilingCores } = await measured(() => ceiling.run());
-    const { result: floorRate, cores: floorCores, seconds: floorSeconds } = await measured(() => floor.run());
-    await clearSimulators(sims);
-    const result = await loadRound(stage, round, stamp);
+    const ceiling = await measured(() => here.ceiling.run());
+    const floor = await measured(() => here.floor.run());
+    const ceilingApart = await measured(() => apart.ceiling.run());
+    const floorApart = await measured(() => apart.floor.run());
+    const result = await loadRound(stage, round, stamp, pids);
     const measuredRound: Round = {
       ...result,
-      ceiling: ceilingRate,
-      ceilingOthers: ceilingCores.others,
-      ratio: result.rate / ceilingRate,
-      floor: floorRate,
-      floorCores,
-      floorSeconds,
-      floorRatio: result.rate / floorRate,
+      ceiling: ceiling.rate,
+      ceilingOthers: ceiling.cores.others,
+      ceilingCores: ceiling.cores,
+      ceilingSeconds: ceiling.seconds,
+      ratio: result.rate / ceiling.rate,
+      floor: floor.rate,
+      floorCores: floor.cores,
+      floorSeconds: floor.seconds,
+      floorRatio: result.rate / floor.rate,
+      asHerald: {
+        ceiling: ceilingApart,
+        floor: floorApart,
+        ratio: result.rate / ceilingApart.rate,
+        floorRatio: result.rate / floorApart.rate,
+      },
       rssKb: statusKb(server.pid, 'VmRSS'),
     };
     rounds.push(measuredRound);
     log(
-      `round ${round + 1}: (a) ${integer(ceilingRate)} pushes/s, (a') ${integer(floorRate)} deliveries/s, (b) ${integer(result.rate)} deliveries/s, ` +
-        `ratios (b)/(a) ${fixed(measuredRound.ratio, 2)}, (b)/(a') ${fixed(measuredRound.floorRatio, 2)}; ` +
-        `(a) CPU cores: adapters (this process) ${fixed(ceilingCores.bench, 2)}, simulators ${fixed(ceilingCores.simulators, 2)}, other processes ${fixed(ceilingCores.others, 2)}; ` +
-        `(a') adapters and SQL (this process) ${fixed(floorCores.bench, 2)}, Postgres ${fixed(floorCores.postgres, 2)}, simulators ${fixed(floorCores.simulators, 2)}; ` +
+      `round ${round + 1}: (a) ${integer(ceiling.rate)} pushes/s, (a') ${integer(floor.rate)} deliveries/s, ` +
+        `(a*) ${integer(ceilingApart.rate)} pushes/s, (a'*) ${integer(floorApart.rate)} deliveries/s, (b) ${integer(result.rate)} deliveries/s, ` +
+        `ratios (b)/(a) ${fixed(measuredRound.ratio, 2)}, (b)/(a') ${fixed(measuredRound.floorRatio, 2)}, ` +
+        `(b)/(a*) ${fixed(measuredRound.asHerald.ratio, 2)}, (b)/(a'*) ${fixed(measuredRound.asHerald.floorRatio, 2)}; ` +
+        `(a) CPU cores: adapters (this process) ${fixed(ceiling.cores.bench, 2)}, simulators ${fixed(ceiling.cores.simulators, 2)}, other processes ${fixed(ceiling.cores.others, 2)}; ` +
+        `(a') adapters and SQL (this process) ${fixed(floor.cores.bench, 2)}, Postgres ${fixed(floor.cores.postgres, 2)}, simulators ${fixed(floor.cores.simulators, 2)}; ` +
+        `(a*) adapters ${fixed(ceilingApart.cores.references, 2)} (main thread ${fixed(ceilingApart.cores.referencesMainThread, 2)}); ` +
         `(b) Herald ${fixed(result.cores.herald, 2)} (main thread ${fixed(result.cores.heraldMainThread, 2)}), Postgres ${fixed(result.cores.postgres, 2)}, ` +
         `simulators ${fixed(result.cores.simulators, 2)}, other processes ${fixed(result.cores.others, 2)}`,
     );
   }
-  await providers.close();
-  await floor.close();
+  await here.close();
+  await apart.close();
   return rounds;
 }
 
@@ -732,6 +706,12 @@ function summarize(rounds: Round[]) {
     ratio: median(rounds.map((round) => round.ratio)),
     floorRate: median(rounds.map((round) => round.floor)),
     floorRatio: median(rounds.map((round) => round.floorRatio)),
+    asHerald: {
+      ceilingRate: median(rounds.map((round) => round.asHerald.ceiling.rate)),
+      ratio: median(rounds.map((round) => round.asHerald.ratio)),
+      floorRate: median(rounds.map((round) => round.asHerald.floor.rate)),
+      floorRatio: median(rounds.map((round) => round.asHerald.floorRatio)),
+    },
     typical: byRate[Math.floor((byRate.length - 1) / 2)],
     quietest: [...rounds].sort((a, b) => a.cores.others + a.ceilingOthers - (b.cores.others + b.ceilingOthers))[0],
     loadLatency: rounds.flatMap((round) => round.latency),
@@ -739,7 +719,7 @@ function summarize(rounds: Round[]) {
 }
 
 function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applications: Probes }, memory: Memory, problems: string[]): void {
-  const { ceilingRate, heraldRate, ratio, floorRate, floorRatio, typical, quietest, loadLatency } = summarize(rounds);
+  const { ceilingRate, heraldRate, ratio, floorRate, floorRatio, asHerald, typical, quietest, loadLatency } = summarize(rounds);
   const idleLatency = idle.latency;
   const idleP50 = percentile(idleLatency, 50);
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'BELOW');
@@ -757,6 +737,12 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
   row(`(a') floor: (a) + each delivery written (median)`, integer(expected), fixed(expected / floorRate, 2), integer(floorRate));
   row(`    rounds: ${rounds.map((round) => integer(round.floor)).join(' / ')}`);
   row(`    ratio (b)/(a'), median of the rounds' ratios`, '', '', fixed(floorRatio, 2));
+  row(`(a*) (a) run as Herald is (bin/herald-node)`, integer(perPlatform * 2), fixed((perPlatform * 2) / asHerald.ceilingRate, 2), integer(asHerald.ceilingRate));
+  row(`    rounds: ${rounds.map((round) => integer(round.asHerald.ceiling.rate)).join(' / ')}`);
+  row(`    ratio (b)/(a*), median of the rounds' ratios`, '', '', fixed(asHerald.ratio, 2));
+  row(`(a'*) (a') run as Herald is`, integer(expected), fixed(expected / asHerald.floorRate, 2), integer(asHerald.floorRate));
+  row(`    rounds: ${rounds.map((round) => integer(round.asHerald.floor.rate)).join(' / ')}`);
+  row(`    ratio (b)/(a'*), median of the rounds' ratios`, '', '', fixed(asHerald.floorRatio, 2));
   row(
     `    least disturbed round (${rounds.indexOf(quietest) + 1}): (a) ${integer(quietest.ceiling)}, (b) ${integer(quietest.rate)}, ` +
       `ratio ${fixed(quietest.ratio, 2)} (other processes: ${fixed(quietest.ceilingOthers, 2)} / ${fixed(quietest.cores.others, 2)} cores)`,
@@ -811,6 +797,14 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
     `  (a') CPU per delivery: adapters and SQL client ${integer(floorPerDelivery(typical.floorCores.bench))} µs, ` +
       `Postgres ${integer(floorPerDelivery(typical.floorCores.postgres))} µs, simulators ${integer(floorPerDelivery(typical.floorCores.simulators))} µs`,
   );
+  // The same adapters and pushes with Node's defaults and with Herald's memory settings: what those cost.
+  const ceilingPerPush = (cores: number, run: { seconds: number }) => (cores * run.seconds * 1e6) / (perPlatform * 2);
+  const apart = typical.asHerald.ceiling;
+  log(
+    `  (a) CPU per push: adapters ${integer(ceilingPerPush(typical.ceilingCores.bench, { seconds: typical.ceilingSeconds }))} µs with Node's defaults (this process); ` +
+      `(a*) ${integer(ceilingPerPush(apart.cores.references, apart))} µs run as Herald is (main thread ${integer(ceilingPerPush(apart.cores.referencesMainThread, apart))}, ` +
+      `other threads ${integer(ceilingPerPush(apart.cores.references - apart.cores.referencesMainThread, apart))})`,
+  );
   if (cpu.others > 0.3) log(`  NOTE: other processes used ${fixed(cpu.others, 2)} cores meanwhile: the figures are lower than on a quiet machine.`);
   log(
     `  simulators: APNs ${typical.received.counters.apns.sessions} connection(s) since start, max ${typical.received.counters.apns.maxInFlight} in flight; ` +
@@ -827,6 +821,7 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
   log();
   log('Targets');
   row(`  (b)/(a) ≥ ${targets.ratio}`, fixed(ratio, 2), verdict(ratio >= targets.ratio));
+  row(`    the same against (a*), (a) run as Herald is`, fixed(asHerald.ratio, 2));
   row(`  Herald ≥ ${integer(targets.deliveriesPerSecond)} deliveries/s`, integer(heraldRate), verdict(heraldRate >= targets.deliveriesPerSecond));
   row(`  idle 202 → first push p50 ≤ ~${targets.idleFirstPushMs} ms`, `${integer(idleP50)} ms`, verdict(idleP50 <= targets.idleFirstPushMs));
   const lanesP99 = percentile(probes.lanes.latency, 99);
@@ -852,7 +847,7 @@ function writeFigures(
     loadAheadMs: phase.ahead,
     loadSeconds: phase.loadSeconds,
   });
-  const { ceilingRate, heraldRate, ratio, floorRate, floorRatio, loadLatency } = summarize(rounds);
+  const { ceilingRate, heraldRate, ratio, floorRate, floorRatio, asHerald, loadLatency } = summarize(rounds);
   const figures = {
     at: new Date().toISOString(),
     loadAverage: os.loadavg(),
@@ -866,10 +861,11 @@ function writeFigures(
     floorRate,
     heraldRate,
     startRssKb: memory.startRssKb,
-    rounds: rounds.map(({ ceiling, ceilingOthers, floor, floorCores, floorRatio, rate, ratio, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
+    rounds: rounds.map(({ ceiling, ceilingCores, floor, floorCores, floorRatio, asHerald, rate, ratio, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
       rssKb,
       ceiling,
-      ceilingOthers,
+      ceilingCores,
+      asHerald,
       floor,
       floorCores,
       floorRatio,
@@ -883,6 +879,7 @@ function writeFigures(
     })),
     ratio,
     floorRatio,
+    asHerald,
     loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99) },
     idleLatency: { p50: percentile(idle.latency, 50), p99: percentile(idle.latency, 99), all: idle.latency, timeline: idle.timeline, jobs: idle.jobs },
     highPriorityUnderLoadLatency: probeFigures(probes.lanes),

@@ -63,7 +63,7 @@ describe('the compiled build', () => {
 });
 
 describe('bin/herald', () => {
-  // A copy of the script in a folder of its own, with an entry point of each kind that says which it is.
+  // A copy of the scripts in a folder of their own, with an entry point of each kind that says which it is.
   let folder: string;
   const write = (file: string, text: string) => {
     mkdirSync(path.dirname(path.join(folder, file)), { recursive: true });
@@ -78,7 +78,7 @@ describe('bin/herald', () => {
   beforeEach(() => {
     folder = mkdtempSync(path.join(os.tmpdir(), 'herald-bin-'));
     mkdirSync(path.join(folder, 'bin'));
-    copyFileSync(path.join(root, 'bin', 'herald'), path.join(folder, 'bin', 'herald'));
+    for (const script of ['herald', 'herald-node']) copyFileSync(path.join(root, 'bin', script), path.join(folder, 'bin', script));
     mkdirSync(path.join(folder, 'node_modules', '.bin'), { recursive: true });
     symlinkSync(process.execPath, path.join(folder, 'node_modules', '.bin', 'node'));
     write('src/cli/main.ts', "console.log('source');\n");
@@ -109,6 +109,15 @@ describe('bin/herald', () => {
   test('runs the source when there is no build', async () => {
     rmSync(path.join(folder, 'build', '.built'));
     expect(await ranEntry()).toBe('source');
+  });
+
+  test("starts Node with Herald's heap settings unless HERALD_NODE_OPTIONS replaces them", async () => {
+    write('build/cli/main.js', 'console.log(JSON.stringify(process.execArgv));\n');
+    const flags = async (env: Record<string, string>) =>
+      JSON.parse((await run(path.join(folder, 'bin', 'herald'), [], { env: { PATH: process.env.PATH, ...env } })).stdout);
+    expect(await flags({})).toEqual(['--max-semi-space-size=16', '--heap-growing-percent=50']);
+    expect(await flags({ HERALD_NODE_OPTIONS: '--max-semi-space-size=32' })).toEqual(['--max-semi-space-size=32']);
+    expect(await flags({ HERALD_NODE_OPTIONS: '' })).toEqual([]);
   });
 
   test("sets malloc's arenas and mmap threshold unless they are set", async () => {
