@@ -5,6 +5,9 @@ import { openReferences, type ReferenceAnswer, type ReferenceRequest, type Refer
 let references: References | null = null;
 const answer = (message: ReferenceAnswer) => process.send!(message);
 
+// The benchmark has gone (it closed us, or it was killed): exit, whatever is still open.
+process.on('disconnect', () => process.exit(0));
+
 process.on('message', async (request: ReferenceRequest) => {
   try {
     if ('open' in request) {

@@ -6,6 +6,7 @@
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { PushContent } from '../src/domain/payloads.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { createApnsProvider } from '../src/providers/apns.ts';
@@ -167,7 +168,8 @@ export async function startReferenceProcess(options: ReferenceOptions): Promise<
     close: () =>
       (closing ??= (async () => {
         if (child.exitCode !== null || child.signalCode !== null) return;
-        await ask({ close: true }).catch(() => child.kill('SIGKILL'));
+        const closed = ask({ close: true }).then(() => true, () => false);
+        if (!(await Promise.race([closed, sleep(10_000).then(() => false)]))) child.kill('SIGKILL');
       })()),
   };
 }

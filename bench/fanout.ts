@@ -49,7 +49,6 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { deliveryCounts } from '../src/db/sql.ts';
 import { loadConfig, type Config } from '../src/service/config.ts';
-import type { ProviderEndpoints } from '../src/providers/provider.ts';
 import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
 import { clearSimulators, message, openReferences, startReferenceProcess, type ReferenceOptions } from './fanout-reference.ts';
 import { createDatabase, seedApplication, userId } from '../test/support/seed.ts';
@@ -371,7 +370,6 @@ type Setup = {
   url: string;
   tmp: string;
   sims: Simulators;
-  endpoints: ProviderEndpoints;
   credentialsKey: Buffer;
   applicationId: string;
   serverToken: string;
@@ -390,7 +388,6 @@ async function setUp(adminUrl: string, database: string): Promise<Setup> {
   cleanups.add('database', drop);
 
   const sims = await startSimulators(path.join(tmp, 'simulators'));
-  const endpoints: ProviderEndpoints = { apns: sims.apns, fcm: sims.fcm, ca: sims.ca };
   log(`simulators: APNs ${sims.apns}, FCM ${sims.fcm} (process ${sims.process.pid}, recording on)`);
 
   const credentialsKey = randomBytes(32);
@@ -408,7 +405,7 @@ async function setUp(adminUrl: string, database: string): Promise<Setup> {
         `notifications with ${integer(prefilled.old.deliveries)} deliveries and ${integer(prefilled.old.events)} events; database ${prefilled.size}`,
     );
   }
-  return { url, tmp, sims, endpoints, credentialsKey, applicationId: prepared.applicationId, serverToken: prepared.serverToken, otherServerToken: other.serverToken };
+  return { url, tmp, sims, credentialsKey, applicationId: prepared.applicationId, serverToken: prepared.serverToken, otherServerToken: other.serverToken };
 }
 
 /** What the phases run against: Herald as its own process, pointed at the simulators, and the database. */
