@@ -3,10 +3,8 @@
 // (bench/fanout-floor.ts). They run in the benchmark's own process, with Node's defaults, and again
 // in a process of their own started as Herald is (bin/herald-node: its heap and malloc settings),
 // so that each run shows what Herald's memory settings cost the same work (bench/fanout-reference-process.ts).
-import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { PushContent } from '../src/domain/payloads.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { createApnsProvider } from '../src/providers/apns.ts';
@@ -15,7 +13,7 @@ import type { Push, PushProvider } from '../src/providers/provider.ts';
 import type { SimulatorKeys } from '../src/cli/simulate.ts';
 import { androidToken, iosToken } from '../test/support/seed.ts';
 import { openFloor } from './fanout-floor.ts';
-import { root, simulatorControl } from './support.ts';
+import { launch, root, simulatorControl } from './support.ts';
 
 /** What every notification of the benchmark says: a typical visible push with a little data and a TTL. */
 export const message = {
@@ -124,52 +122,42 @@ export async function openReferences(options: ReferenceOptions): Promise<Referen
   }
 }
 
-export type ReferenceRequest = { open: ReferenceOptions } | { run: 'ceiling' | 'floor' } | { close: true };
-export type ReferenceAnswer = { opened: true } | { rate: number } | { closed: true } | { failed: string };
+export type ReferenceRequest = { open: ReferenceOptions } | { run: 'ceiling' | 'floor' };
+export type ReferenceAnswer = { opened: true } | { rate: number } | { failed: string };
 
-/** (a) and (a') in a process of their own, started by bin/herald-node as Herald is by bin/herald. */
+/**
+ * (a) and (a') in a process of their own, started by bin/herald-node as Herald is by bin/herald.
+ * close() stops it: nothing it holds outlives it (its connections end with it).
+ */
 export async function startReferenceProcess(options: ReferenceOptions): Promise<References & { pid: number }> {
-  const child = fork(path.join(root, 'bench', 'fanout-reference-process.ts'), [], {
-    execPath: path.join(root, 'bin', 'herald-node'),
-    // bin/herald-node gives Node its flags; the benchmark's own (NODE_OPTIONS aside) are not Herald's.
-    execArgv: [],
-    cwd: root,
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const exited = new Promise<never>((_, reject) => child.once('exit', (code, signal) => reject(new Error(`references process exited (${code ?? signal})`))));
+  const script = path.join(root, 'bench', 'fanout-reference-process.ts');
+  const launched = launch('references', path.join(root, 'bin', 'herald-node'), [script], { cwd: root, env: process.env, ipc: true });
+  const exited = new Promise<never>((_, reject) =>
+    launched.child.once('exit', (code, signal) => reject(new Error(`references process exited (${code ?? signal}):\n${launched.lines.join('\n')}`))),
+  );
   exited.catch(() => undefined);
-  const ask = (request: ReferenceRequest) =>
-    Promise.race([
+  const ask = async (request: ReferenceRequest) => {
+    const answer = await Promise.race([
       new Promise<ReferenceAnswer>((resolve) => {
-        child.once('message', (answer) => resolve(answer as ReferenceAnswer));
-        child.send(request);
+        launched.child.once('message', (message) => resolve(message as ReferenceAnswer));
+        launched.child.send(request);
       }),
       exited,
-    ]).then((answer) => {
-      if ('failed' in answer) throw new Error(`references process: ${answer.failed}`);
-      return answer;
-    });
+    ]);
+    if ('failed' in answer) throw new Error(`references process: ${answer.failed}`);
+    return answer;
+  };
   const rate = async (which: 'ceiling' | 'floor') => {
     const answer = await ask({ run: which });
     if (!('rate' in answer)) throw new Error(`references process answered ${JSON.stringify(answer)}`);
     return answer.rate;
   };
+  const close = () => launched.stop(10_000);
   try {
     await ask({ open: options });
   } catch (error) {
-    child.kill('SIGKILL');
+    await close();
     throw error;
   }
-  let closing: Promise<void> | null = null;
-  return {
-    pid: child.pid!,
-    ceiling: { run: () => rate('ceiling') },
-    floor: { run: () => rate('floor') },
-    close: () =>
-      (closing ??= (async () => {
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        const closed = ask({ close: true }).then(() => true, () => false);
-        if (!(await Promise.race([closed, sleep(10_000).then(() => false)]))) child.kill('SIGKILL');
-      })()),
-  };
+  return { pid: launched.pid, ceiling: { run: () => rate('ceiling') }, floor: { run: () => rate('floor') }, close };
 }

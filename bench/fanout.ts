@@ -524,23 +524,23 @@ async function loadRound(stage: Stage, round: number, stamp: string, pids: Pids)
   };
 }
 
-type Round = Awaited<ReturnType<typeof loadRound>> & {
-  ceiling: number;
-  ceilingOthers: number;
-  ceilingCores: ReturnType<typeof coresUsed>;
-  ceilingSeconds: number;
-  ratio: number;
-  floor: number;
-  floorCores: ReturnType<typeof coresUsed>;
-  floorSeconds: number;
-  floorRatio: number;
-  /** (a*) and (a'*): the references run as Herald is, and (b)'s ratios to them. */
-  asHerald: { ceiling: ReferenceRun; floor: ReferenceRun; ratio: number; floorRatio: number };
-  rssKb: number | null;
-};
-
 /** A reference's run: its rate and, over it, what each process used. */
 type ReferenceRun = { rate: number; seconds: number; cores: ReturnType<typeof coresUsed> };
+
+/** The references of a round, in the order they run: (a), (a'), then both run as Herald is, (a*) and (a'*). */
+const references = {
+  ceiling: { label: '(a) ceiling: adapters → simulators', short: '(a)', items: perPlatform * 2 },
+  floor: { label: "(a') floor: (a) + each delivery written", short: "(a')", items: expected },
+  ceilingAsHerald: { label: '(a*) (a) run as Herald is', short: '(a*)', items: perPlatform * 2 },
+  floorAsHerald: { label: "(a'*) (a') run as Herald is", short: "(a'*)", items: expected },
+} as const;
+type ReferenceName = keyof typeof references;
+const referenceNames = Object.keys(references) as ReferenceName[];
+
+type Round = Awaited<ReturnType<typeof loadRound>> & { references: Record<ReferenceName, ReferenceRun>; rssKb: number | null };
+
+/** (b)'s rate over a reference's, in one round. */
+const ratioTo = (round: Round, name: ReferenceName) => round.rate / round.references[name].rate;
 
 /**
  * (a), (a'), (a*), (a'*) and (b) in turn, so that whatever else the machine does meanwhile weighs
@@ -575,41 +575,26 @@ async function roundsInTurn(stage: Stage, stamp: string): Promise<Round[]> {
     const seconds = (performance.now() - started) / 1000;
     return { rate, seconds, cores: coresUsed(before, cpuSnapshot(pids), seconds) };
   };
+  const runs: Record<ReferenceName, () => Promise<number>> = {
+    ceiling: () => here.ceiling.run(),
+    floor: () => here.floor.run(),
+    ceilingAsHerald: () => apart.ceiling.run(),
+    floorAsHerald: () => apart.floor.run(),
+  };
   const rounds: Round[] = [];
   for (let round = 0; round < settings.rounds; round++) {
-    const ceiling = await measured(() => here.ceiling.run());
-    const floor = await measured(() => here.floor.run());
-    const ceilingApart = await measured(() => apart.ceiling.run());
-    const floorApart = await measured(() => apart.floor.run());
+    const measuredReferences = {} as Record<ReferenceName, ReferenceRun>;
+    for (const name of referenceNames) measuredReferences[name] = await measured(runs[name]);
     const result = await loadRound(stage, round, stamp, pids);
-    const measuredRound: Round = {
-      ...result,
-      ceiling: ceiling.rate,
-      ceilingOthers: ceiling.cores.others,
-      ceilingCores: ceiling.cores,
-      ceilingSeconds: ceiling.seconds,
-      ratio: result.rate / ceiling.rate,
-      floor: floor.rate,
-      floorCores: floor.cores,
-      floorSeconds: floor.seconds,
-      floorRatio: result.rate / floor.rate,
-      asHerald: {
-        ceiling: ceilingApart,
-        floor: floorApart,
-        ratio: result.rate / ceilingApart.rate,
-        floorRatio: result.rate / floorApart.rate,
-      },
-      rssKb: statusKb(server.pid, 'VmRSS'),
-    };
+    const measuredRound: Round = { ...result, references: measuredReferences, rssKb: statusKb(server.pid, 'VmRSS') };
     rounds.push(measuredRound);
+    const { ceiling, floor, ceilingAsHerald } = measuredReferences;
     log(
-      `round ${round + 1}: (a) ${integer(ceiling.rate)} pushes/s, (a') ${integer(floor.rate)} deliveries/s, ` +
-        `(a*) ${integer(ceilingApart.rate)} pushes/s, (a'*) ${integer(floorApart.rate)} deliveries/s, (b) ${integer(result.rate)} deliveries/s, ` +
-        `ratios (b)/(a) ${fixed(measuredRound.ratio, 2)}, (b)/(a') ${fixed(measuredRound.floorRatio, 2)}, ` +
-        `(b)/(a*) ${fixed(measuredRound.asHerald.ratio, 2)}, (b)/(a'*) ${fixed(measuredRound.asHerald.floorRatio, 2)}; ` +
+      `round ${round + 1}: ${referenceNames.map((name) => `${references[name].short} ${integer(measuredReferences[name].rate)}/s`).join(', ')}, ` +
+        `(b) ${integer(result.rate)} deliveries/s, ratios ${referenceNames.map((name) => `(b)/${references[name].short} ${fixed(ratioTo(measuredRound, name), 2)}`).join(', ')}; ` +
         `(a) CPU cores: adapters (this process) ${fixed(ceiling.cores.bench, 2)}, simulators ${fixed(ceiling.cores.simulators, 2)}, other processes ${fixed(ceiling.cores.others, 2)}; ` +
         `(a') adapters and SQL (this process) ${fixed(floor.cores.bench, 2)}, Postgres ${fixed(floor.cores.postgres, 2)}, simulators ${fixed(floor.cores.simulators, 2)}; ` +
-        `(a*) adapters ${fixed(ceilingApart.cores.references, 2)} (main thread ${fixed(ceilingApart.cores.referencesMainThread, 2)}); ` +
+        `(a*) adapters ${fixed(ceilingAsHerald.cores.references, 2)} (main thread ${fixed(ceilingAsHerald.cores.referencesMainThread, 2)}); ` +
         `(b) Herald ${fixed(result.cores.herald, 2)} (main thread ${fixed(result.cores.heraldMainThread, 2)}), Postgres ${fixed(result.cores.postgres, 2)}, ` +
         `simulators ${fixed(result.cores.simulators, 2)}, other processes ${fixed(result.cores.others, 2)}`,
     );
@@ -697,26 +682,25 @@ async function stopHerald(stage: Stage): Promise<{ memory: Memory; problems: str
  */
 function summarize(rounds: Round[]) {
   const byRate = [...rounds].sort((a, b) => a.rate - b.rate);
+  const disturbance = (round: Round) => round.cores.others + round.references.ceiling.cores.others;
   return {
-    ceilingRate: median(rounds.map((round) => round.ceiling)),
     heraldRate: median(rounds.map((round) => round.rate)),
-    ratio: median(rounds.map((round) => round.ratio)),
-    floorRate: median(rounds.map((round) => round.floor)),
-    floorRatio: median(rounds.map((round) => round.floorRatio)),
-    asHerald: {
-      ceilingRate: median(rounds.map((round) => round.asHerald.ceiling.rate)),
-      ratio: median(rounds.map((round) => round.asHerald.ratio)),
-      floorRate: median(rounds.map((round) => round.asHerald.floor.rate)),
-      floorRatio: median(rounds.map((round) => round.asHerald.floorRatio)),
-    },
+    /** Each reference's median rate, and the median of (b)'s ratios to it. */
+    references: Object.fromEntries(
+      referenceNames.map((name) => [
+        name,
+        { rate: median(rounds.map((round) => round.references[name].rate)), ratio: median(rounds.map((round) => ratioTo(round, name))) },
+      ]),
+    ) as Record<ReferenceName, { rate: number; ratio: number }>,
     typical: byRate[Math.floor((byRate.length - 1) / 2)],
-    quietest: [...rounds].sort((a, b) => a.cores.others + a.ceilingOthers - (b.cores.others + b.ceilingOthers))[0],
+    quietest: [...rounds].sort((a, b) => disturbance(a) - disturbance(b))[0],
     loadLatency: rounds.flatMap((round) => round.latency),
   };
 }
 
 function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applications: Probes }, memory: Memory, problems: string[]): void {
-  const { ceilingRate, heraldRate, ratio, floorRate, floorRatio, asHerald, typical, quietest, loadLatency } = summarize(rounds);
+  const { heraldRate, references: medians, typical, quietest, loadLatency } = summarize(rounds);
+  const ratio = medians.ceiling.ratio;
   const idleLatency = idle.latency;
   const idleP50 = percentile(idleLatency, 50);
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'BELOW');
@@ -726,23 +710,17 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
   log();
   log('Summary');
   row('', 'pushes', 'seconds', 'per second');
-  row(`(a) ceiling: adapters → simulators (median)`, integer(perPlatform * 2), fixed((perPlatform * 2) / ceilingRate, 2), integer(ceilingRate));
-  row(`    rounds: ${rounds.map((round) => integer(round.ceiling)).join(' / ')}`);
   row(`(b) Herald: first 202 → last accepted (median)`, integer(expected), fixed(expected / heraldRate, 2), integer(heraldRate));
   row(`    rounds: ${rounds.map((round) => integer(round.rate)).join(' / ')}`);
-  row(`    ratio (b)/(a), median of the rounds' ratios`, '', '', fixed(ratio, 2));
-  row(`(a') floor: (a) + each delivery written (median)`, integer(expected), fixed(expected / floorRate, 2), integer(floorRate));
-  row(`    rounds: ${rounds.map((round) => integer(round.floor)).join(' / ')}`);
-  row(`    ratio (b)/(a'), median of the rounds' ratios`, '', '', fixed(floorRatio, 2));
-  row(`(a*) (a) run as Herald is (bin/herald-node)`, integer(perPlatform * 2), fixed((perPlatform * 2) / asHerald.ceilingRate, 2), integer(asHerald.ceilingRate));
-  row(`    rounds: ${rounds.map((round) => integer(round.asHerald.ceiling.rate)).join(' / ')}`);
-  row(`    ratio (b)/(a*), median of the rounds' ratios`, '', '', fixed(asHerald.ratio, 2));
-  row(`(a'*) (a') run as Herald is`, integer(expected), fixed(expected / asHerald.floorRate, 2), integer(asHerald.floorRate));
-  row(`    rounds: ${rounds.map((round) => integer(round.asHerald.floor.rate)).join(' / ')}`);
-  row(`    ratio (b)/(a'*), median of the rounds' ratios`, '', '', fixed(asHerald.floorRatio, 2));
+  for (const name of referenceNames) {
+    const { label, short, items } = references[name];
+    row(`${label} (median)`, integer(items), fixed(items / medians[name].rate, 2), integer(medians[name].rate));
+    row(`    rounds: ${rounds.map((round) => integer(round.references[name].rate)).join(' / ')}`);
+    row(`    ratio (b)/${short}, median of the rounds' ratios`, '', '', fixed(medians[name].ratio, 2));
+  }
   row(
-    `    least disturbed round (${rounds.indexOf(quietest) + 1}): (a) ${integer(quietest.ceiling)}, (b) ${integer(quietest.rate)}, ` +
-      `ratio ${fixed(quietest.ratio, 2)} (other processes: ${fixed(quietest.ceilingOthers, 2)} / ${fixed(quietest.cores.others, 2)} cores)`,
+    `    least disturbed round (${rounds.indexOf(quietest) + 1}): (a) ${integer(quietest.references.ceiling.rate)}, (b) ${integer(quietest.rate)}, ` +
+      `ratio ${fixed(ratioTo(quietest, 'ceiling'), 2)} (other processes: ${fixed(quietest.references.ceiling.cores.others, 2)} / ${fixed(quietest.cores.others, 2)} cores)`,
   );
   row(`    the ${settings.notifications} sends answered (202) within ${integer(typical.sendSpanMs)} ms`);
   row(`    provider side: first → last push`, integer(typical.received.pushes), fixed(typical.received.pushes / typical.providerRate, 2), integer(typical.providerRate));
@@ -789,18 +767,21 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
       `allow at most ~${integer((os.availableParallelism() * 1e6) / cpuPerDelivery)} deliveries/s end to end`,
   );
   // The floor's round of the median Herald round: what writing every delivery costs beyond (a).
-  const floorPerDelivery = (cores: number) => (cores * typical.floorSeconds * 1e6) / expected;
+  const perItem = (name: ReferenceName, cores: number) => {
+    const run = typical.references[name];
+    return integer((cores * run.seconds * 1e6) / references[name].items);
+  };
+  const { floor, ceiling, ceilingAsHerald } = typical.references;
   log(
-    `  (a') CPU per delivery: adapters and SQL client ${integer(floorPerDelivery(typical.floorCores.bench))} µs, ` +
-      `Postgres ${integer(floorPerDelivery(typical.floorCores.postgres))} µs, simulators ${integer(floorPerDelivery(typical.floorCores.simulators))} µs`,
+    `  (a') CPU per delivery: adapters and SQL client ${perItem('floor', floor.cores.bench)} µs, ` +
+      `Postgres ${perItem('floor', floor.cores.postgres)} µs, simulators ${perItem('floor', floor.cores.simulators)} µs`,
   );
   // The same adapters and pushes with Node's defaults and with Herald's memory settings: what those cost.
-  const ceilingPerPush = (cores: number, run: { seconds: number }) => (cores * run.seconds * 1e6) / (perPlatform * 2);
-  const apart = typical.asHerald.ceiling;
   log(
-    `  (a) CPU per push: adapters ${integer(ceilingPerPush(typical.ceilingCores.bench, { seconds: typical.ceilingSeconds }))} µs with Node's defaults (this process); ` +
-      `(a*) ${integer(ceilingPerPush(apart.cores.references, apart))} µs run as Herald is (main thread ${integer(ceilingPerPush(apart.cores.referencesMainThread, apart))}, ` +
-      `other threads ${integer(ceilingPerPush(apart.cores.references - apart.cores.referencesMainThread, apart))})`,
+    `  (a) CPU per push: adapters ${perItem('ceiling', ceiling.cores.bench)} µs with Node's defaults (this process); ` +
+      `(a*) ${perItem('ceilingAsHerald', ceilingAsHerald.cores.references)} µs run as Herald is ` +
+      `(main thread ${perItem('ceilingAsHerald', ceilingAsHerald.cores.referencesMainThread)}, ` +
+      `other threads ${perItem('ceilingAsHerald', ceilingAsHerald.cores.references - ceilingAsHerald.cores.referencesMainThread)})`,
   );
   if (cpu.others > 0.3) log(`  NOTE: other processes used ${fixed(cpu.others, 2)} cores meanwhile: the figures are lower than on a quiet machine.`);
   log(
@@ -818,7 +799,7 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
   log();
   log('Targets');
   row(`  (b)/(a) ≥ ${targets.ratio}`, fixed(ratio, 2), verdict(ratio >= targets.ratio));
-  row(`    the same against (a*), (a) run as Herald is`, fixed(asHerald.ratio, 2));
+  row(`    the same against (a*), (a) run as Herald is`, fixed(medians.ceilingAsHerald.ratio, 2));
   row(`  Herald ≥ ${integer(targets.deliveriesPerSecond)} deliveries/s`, integer(heraldRate), verdict(heraldRate >= targets.deliveriesPerSecond));
   row(`  idle 202 → first push p50 ≤ ~${targets.idleFirstPushMs} ms`, `${integer(idleP50)} ms`, verdict(idleP50 <= targets.idleFirstPushMs));
   const lanesP99 = percentile(probes.lanes.latency, 99);
@@ -844,7 +825,7 @@ function writeFigures(
     loadAheadMs: phase.ahead,
     loadSeconds: phase.loadSeconds,
   });
-  const { ceilingRate, heraldRate, ratio, floorRate, floorRatio, asHerald, loadLatency } = summarize(rounds);
+  const { heraldRate, references: medians, loadLatency } = summarize(rounds);
   const figures = {
     at: new Date().toISOString(),
     loadAverage: os.loadavg(),
@@ -854,29 +835,19 @@ function writeFigures(
       batchSize: heraldConfig.HERALD_DELIVER_BATCH_SIZE,
       poolMax: heraldConfig.HERALD_DB_POOL_MAX,
     },
-    ceilingRate,
-    floorRate,
     heraldRate,
+    references: medians,
     startRssKb: memory.startRssKb,
-    rounds: rounds.map(({ ceiling, ceilingCores, floor, floorCores, floorRatio, asHerald, rate, ratio, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
+    rounds: rounds.map(({ references: measured, rate, seconds, cores, jobs, sendSpanMs, providerRate, rssKb }) => ({
       rssKb,
-      ceiling,
-      ceilingCores,
-      asHerald,
-      floor,
-      floorCores,
-      floorRatio,
+      references: measured,
       rate,
-      ratio,
       seconds,
       cores,
       jobs,
       sendSpanMs,
       providerRate,
     })),
-    ratio,
-    floorRatio,
-    asHerald,
     loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99) },
     idleLatency: { p50: percentile(idle.latency, 50), p99: percentile(idle.latency, 99), all: idle.latency, timeline: idle.timeline, jobs: idle.jobs },
     highPriorityUnderLoadLatency: probeFigures(probes.lanes),

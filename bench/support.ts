@@ -36,14 +36,17 @@ export type Launched = {
   stop(graceMs?: number): Promise<void>;
 };
 
-/** `logFile`: every line it writes is also appended there (the evidence of a chaos run). */
+/**
+ * `logFile`: every line it writes is also appended there (the evidence of a chaos run). `ipc`: a
+ * Node process (directly or through a script that execs Node) gets a message channel (`child.send`).
+ */
 export function launch(
   name: string,
   command: string,
   args: string[],
-  options: { cwd: string; env: NodeJS.ProcessEnv; logFile?: string },
+  options: { cwd: string; env: NodeJS.ProcessEnv; logFile?: string; ipc?: boolean },
 ): Launched {
-  const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe', ...(options.ipc ? ['ipc' as const] : [])] });
   if (child.pid === undefined) throw new Error(`${name}: could not start ${command}`);
   const log = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : null;
   const lines: string[] = [];
