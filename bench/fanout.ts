@@ -6,7 +6,8 @@
 //       written before its push and its outcome after, in plain SQL, as few statements as can be;
 //   (a*), (a'*) the same two in a process of their own started as Herald is (bin/herald-node: its
 //       heap and malloc settings), where (a) and (a') run with Node's defaults in this process:
-//       what Herald's memory settings cost the same work (bench/fanout-reference.ts);
+//       what Herald's memory settings cost the same work (bench/fanout-reference.ts). The ratio
+//       target is against (a*): the libraries held to the memory Herald is held to (docs/DESIGN.md);
 //   (b) Herald end to end, as its own process (`herald start --no-simulate`): 20 notifications ×
 //       500 distinct users (20,000 installations, one iOS and one Android per user), sent at once
 //       through the HTTP API, timed from the first 202 to the last delivery accepted; the latency
@@ -38,6 +39,7 @@
 //   BENCH_PREFILL_DELIVERIES     --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS    NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
 //   BENCH_JSON                   also write the figures to this file
+//   BENCH_HERALD_LOG             also append everything the Herald process writes to this file
 //   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: replace bin/herald-node's own, for Herald and (a*), (a'*) alike
 //   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DELIVER_CHUNK_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
 import { randomBytes } from 'node:crypto';
@@ -104,7 +106,7 @@ if (settings.notifications * settings.recipients > settings.users) {
   throw new Error('BENCH_NOTIFICATIONS × BENCH_RECIPIENTS must not exceed BENCH_USERS: every notification targets distinct users');
 }
 
-const targets = { ratio: 0.85, deliveriesPerSecond: 5000, idleFirstPushMs: 100, highUnderLoadP99Ms: 300, otherAppUnderLoadP99Ms: 1000 };
+const targets = { ratio: 0.85, deliveriesPerSecond: 5000, idleFirstPushMs: 100, highUnderLoadP99Ms: 300, otherAppUnderLoadP99Ms: 1000, peakRssMb: 250 };
 /** Pushes per platform in a throughput round, and deliveries accepted in all. */
 const perPlatform = settings.notifications * settings.recipients;
 const expected = perPlatform * 2;
@@ -427,7 +429,7 @@ async function startHerald(setup: Setup): Promise<Stage> {
   }
   if (env.BENCH_HERALD_NODE_OPTIONS) heraldEnv.NODE_OPTIONS = env.BENCH_HERALD_NODE_OPTIONS;
   const heraldConfig = loadConfig(heraldEnv);
-  const server = launch('herald start', herald, ['start', '--no-simulate'], { cwd: root, env: heraldEnv });
+  const server = launch('herald start', herald, ['start', '--no-simulate'], { cwd: root, env: heraldEnv, logFile: env.BENCH_HERALD_LOG });
   cleanups.add('herald', () => server.stop());
   await waitForHttp(`http://127.0.0.1:${port}/readyz`, 60_000, () => !server.exited());
   log(
@@ -700,7 +702,7 @@ function summarize(rounds: Round[]) {
 
 function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applications: Probes }, memory: Memory, problems: string[]): void {
   const { heraldRate, references: medians, typical, quietest, loadLatency } = summarize(rounds);
-  const ratio = medians.ceiling.ratio;
+  const ratio = medians.ceilingAsHerald.ratio;
   const idleLatency = idle.latency;
   const idleP50 = percentile(idleLatency, 50);
   const verdict = (ok: boolean) => (ok ? 'PASS' : 'BELOW');
@@ -719,8 +721,10 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
     row(`    ratio (b)/${short}, median of the rounds' ratios`, '', '', fixed(medians[name].ratio, 2));
   }
   row(
-    `    least disturbed round (${rounds.indexOf(quietest) + 1}): (a) ${integer(quietest.references.ceiling.rate)}, (b) ${integer(quietest.rate)}, ` +
-      `ratio ${fixed(ratioTo(quietest, 'ceiling'), 2)} (other processes: ${fixed(quietest.references.ceiling.cores.others, 2)} / ${fixed(quietest.cores.others, 2)} cores)`,
+    `    least disturbed round (${rounds.indexOf(quietest) + 1}): (a) ${integer(quietest.references.ceiling.rate)}, ` +
+      `(a*) ${integer(quietest.references.ceilingAsHerald.rate)}, (b) ${integer(quietest.rate)}, ` +
+      `ratios ${fixed(ratioTo(quietest, 'ceiling'), 2)}, ${fixed(ratioTo(quietest, 'ceilingAsHerald'), 2)} ` +
+      `(other processes: ${fixed(quietest.references.ceiling.cores.others, 2)} / ${fixed(quietest.cores.others, 2)} cores)`,
   );
   row(`    the ${settings.notifications} sends answered (202) within ${integer(typical.sendSpanMs)} ms`);
   row(`    provider side: first → last push`, integer(typical.received.pushes), fixed(typical.received.pushes / typical.providerRate, 2), integer(typical.providerRate));
@@ -798,14 +802,18 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
   for (const line of problems.slice(0, 5)) log(`    ${line.slice(0, 300)}`);
   log();
   log('Targets');
-  row(`  (b)/(a) ≥ ${targets.ratio}`, fixed(ratio, 2), verdict(ratio >= targets.ratio));
-  row(`    the same against (a*), (a) run as Herald is`, fixed(medians.ceilingAsHerald.ratio, 2));
+  // Against the ceiling run as Herald is: with Node's defaults the same libraries peak at twice the
+  // memory target, so (a) holds Herald to a setting it may not run in (docs/DESIGN.md).
+  row(`  (b)/(a*) ≥ ${targets.ratio}`, fixed(ratio, 2), verdict(ratio >= targets.ratio));
+  row(`    the same against (a), Node's defaults`, fixed(medians.ceiling.ratio, 2));
   row(`  Herald ≥ ${integer(targets.deliveriesPerSecond)} deliveries/s`, integer(heraldRate), verdict(heraldRate >= targets.deliveriesPerSecond));
   row(`  idle 202 → first push p50 ≤ ~${targets.idleFirstPushMs} ms`, `${integer(idleP50)} ms`, verdict(idleP50 <= targets.idleFirstPushMs));
   const lanesP99 = percentile(probes.lanes.latency, 99);
   const applicationsP99 = percentile(probes.applications.latency, 99);
   row(`  high priority under load, p99 ≤ ${targets.highUnderLoadP99Ms} ms`, `${integer(lanesP99)} ms`, verdict(lanesP99 <= targets.highUnderLoadP99Ms));
   row(`  app B behind app A's load, p99 ≤ ${targets.otherAppUnderLoadP99Ms} ms`, `${integer(applicationsP99)} ms`, verdict(applicationsP99 <= targets.otherAppUnderLoadP99Ms));
+  const peakMb = memory.peakRssKb === null ? NaN : memory.peakRssKb / 1024;
+  row(`  Herald peak RSS ≤ ${targets.peakRssMb} MB`, megabytes(memory.peakRssKb), verdict(peakMb <= targets.peakRssMb));
 }
 
 function writeFigures(
