@@ -1,11 +1,11 @@
-// Points firebase-admin at another FCM host (the simulator). The SDK hard-codes fcm.googleapis.com
-// and opens its HTTP/2 session with `http2.connect` and no agent option (firebase-admin-node#2980),
-// so the one working seam (RECIPES.md) is http2.connect itself: sessions for that authority are
-// routed to the configured endpoint. This keeps the SDK's real code path (auth, error parsing).
-// The wrapper is installed once, only when an FCM endpoint is configured, and routes only the
-// sessions opened inside `route(...)` of a provider with an endpoint: sendEach opens its session
-// synchronously, so an AsyncLocalStorage scopes the endpoint to that provider's calls, and
-// providers with different endpoints (or none) can share a process.
+// The one seam into firebase-admin's HTTP/2 sessions. The SDK hard-codes fcm.googleapis.com and
+// opens its sessions with `http2.connect` and no agent option (firebase-admin-node#2980), so
+// http2.connect itself is wrapped (RECIPES.md), for that authority only and only for the sessions
+// opened inside a provider's `route(...)`: sendEach opens its session synchronously, so an
+// AsyncLocalStorage scopes the route to that provider's calls, and providers with different
+// settings share a process. A route may point the sessions at another host (the simulator; this
+// keeps the SDK's real code path: auth, error parsing) and lend them from a provider's kept
+// sessions (fcm-sessions.ts). The wrapper is installed once.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { request as httpsRequest } from 'node:https';
 import type { ClientHttp2Session, OutgoingHttpHeaders, SecureClientSessionOptions } from 'node:http2';
@@ -14,27 +14,36 @@ import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { createSign } from 'node:crypto';
 import type { FcmCredentials } from '../domain/credentials.ts';
+import type { FcmSessions } from './fcm-sessions.ts';
 import { parseJsonOrUndefined, socketHost } from './support.ts';
 
 const fcmAuthority = 'https://fcm.googleapis.com';
 
 type Connect = (authority: string | URL, ...rest: unknown[]) => ClientHttp2Session;
 type Target = { host: string; port: number; ca?: string };
-type Route = { storage: AsyncLocalStorage<Target>; original: Connect };
+/** What a provider's calls do with the FCM sessions they open. */
+type Scope = { target?: Target; sessions?: FcmSessions };
+type Route = { storage: AsyncLocalStorage<Scope>; original: Connect };
 // Kept on the CommonJS http2 object itself (the very one firebase-admin's `require('http2')` holds),
 // so that a second copy of this module (jest loads one per test file) finds and reuses it.
 const routeKey = Symbol.for('herald.fcm-endpoint');
 const http2Module = createRequire(import.meta.url)('node:http2') as { connect: Connect; [routeKey]?: Route };
 
-/** Runs `fn` with the FCM sessions it opens routed to a provider's endpoint. */
-export type EndpointRoute = <T>(fn: () => T) => T;
+/** Runs `fn` with the FCM sessions it opens routed as the provider says. */
+export type FcmRoute = <T>(fn: () => T) => T;
 
-/** The route to `endpoint` (trusting `ca`) for one provider's calls. Installs the wrapper once; idempotent. */
-export function fcmEndpointRoute(endpoint: string, ca?: string): EndpointRoute {
-  const url = new URL(endpoint);
-  const target: Target = { host: socketHost(url), port: Number(url.port || 443), ca };
+/**
+ * The route of one provider's calls: to `endpoint` (trusting `ca`) when given, Google otherwise;
+ * sessions lent from `sessions` when given. Installs the wrapper once; idempotent.
+ */
+export function fcmRoute(options: { endpoint?: string; ca?: string; sessions?: FcmSessions }): FcmRoute {
+  const url = options.endpoint ? new URL(options.endpoint) : undefined;
+  const scope: Scope = {
+    target: url && { host: socketHost(url), port: Number(url.port || 443), ca: options.ca },
+    sessions: options.sessions,
+  };
   const { storage } = installRoute();
-  return (fn) => storage.run(target, fn);
+  return (fn) => storage.run(scope, fn);
 }
 
 function installRoute(): Route {
@@ -44,37 +53,45 @@ function installRoute(): Route {
   const route: Route = { storage: new AsyncLocalStorage(), original };
   http2Module[routeKey] = route;
   http2Module.connect = function connect(this: unknown, authority: string | URL, ...rest: unknown[]): ClientHttp2Session {
-    const target = route.storage.getStore();
-    if (!target || originOf(authority) !== fcmAuthority) return original.call(this, authority, ...rest);
-    const listener = typeof rest[rest.length - 1] === 'function' ? rest.pop() : undefined;
-    const options = (rest[0] ?? {}) as SecureClientSessionOptions;
-    const session = original.call(
-      this,
-      authority,
-      {
-        ...options,
-        createConnection: () =>
-          tlsConnect({
-            host: target.host,
-            port: target.port,
-            // SNI cannot carry an IP address; the certificate is then checked against the IP.
-            ...(isIP(target.host) ? {} : { servername: target.host }),
-            ...(target.ca ? { ca: target.ca } : {}),
-            ALPNProtocols: ['h2'],
-          }),
-      },
-      ...(listener ? [listener] : []),
-    );
-    // The SDK sends `:scheme: https:` (a URL's protocol); Google tolerates it, a Node HTTP/2 server
-    // resets the stream with NGHTTP2_PROTOCOL_ERROR.
-    const request = session.request;
-    session.request = function (this: ClientHttp2Session, headers?: OutgoingHttpHeaders, ...more: unknown[]) {
-      const fixed = headers?.[':scheme'] === 'https:' ? { ...headers, ':scheme': 'https' } : headers;
-      return (request as (...args: unknown[]) => ReturnType<ClientHttp2Session['request']>).call(this, fixed, ...more);
-    } as ClientHttp2Session['request'];
-    return session;
+    const scope = route.storage.getStore();
+    if (!scope || originOf(authority) !== fcmAuthority) return original.call(this, authority, ...rest);
+    // A session lent again has connected long ago: a connect listener would never be called.
+    const pooled = scope.sessions && typeof rest[rest.length - 1] !== 'function' ? scope.sessions : undefined;
+    const open = () => (scope.target ? connectTo(scope.target, original, authority, rest) : original.call(this, authority, ...rest));
+    return pooled ? pooled.lend(open) : open();
   };
   return route;
+}
+
+/** An FCM session whose connection goes to `target` instead. */
+function connectTo(target: Target, original: Connect, authority: string | URL, rest: unknown[]): ClientHttp2Session {
+  const listener = typeof rest[rest.length - 1] === 'function' ? rest[rest.length - 1] : undefined;
+  const options = (rest[0] ?? {}) as SecureClientSessionOptions;
+  const session = original.call(
+    http2Module,
+    authority,
+    {
+      ...options,
+      createConnection: () =>
+        tlsConnect({
+          host: target.host,
+          port: target.port,
+          // SNI cannot carry an IP address; the certificate is then checked against the IP.
+          ...(isIP(target.host) ? {} : { servername: target.host }),
+          ...(target.ca ? { ca: target.ca } : {}),
+          ALPNProtocols: ['h2'],
+        }),
+    },
+    ...(listener ? [listener] : []),
+  );
+  // The SDK sends `:scheme: https:` (a URL's protocol); Google tolerates it, a Node HTTP/2 server
+  // resets the stream with NGHTTP2_PROTOCOL_ERROR.
+  const request = session.request;
+  session.request = function (this: ClientHttp2Session, headers?: OutgoingHttpHeaders, ...more: unknown[]) {
+    const fixed = headers?.[':scheme'] === 'https:' ? { ...headers, ':scheme': 'https' } : headers;
+    return (request as (...args: unknown[]) => ReturnType<ClientHttp2Session['request']>).call(this, fixed, ...more);
+  } as ClientHttp2Session['request'];
+  return session;
 }
 
 function originOf(authority: unknown): string | undefined {

@@ -1,18 +1,21 @@
-// FCM HTTP v1 through firebase-admin: one App per credential, `sendEach` in batches of 500, one
-// outcome per push.
+// FCM HTTP v1 through firebase-admin: one App per credential, `sendEach` in batches of 500 over
+// HTTP/2 sessions kept open between batches (fcm-sessions.ts), one outcome per push.
 import { randomUUID } from 'node:crypto';
 import { cert, deleteApp, initializeApp, type App } from 'firebase-admin/app';
 import { getMessaging, type Messaging, type TokenMessage } from 'firebase-admin/messaging';
 import { fcmMessage, fcmMessages } from '../domain/payloads.ts';
 import type { Logger } from '../logging/logger.ts';
-import { endpointCredential, fcmEndpointRoute, type EndpointRoute } from './fcm-endpoint.ts';
+import { endpointCredential, fcmRoute } from './fcm-endpoint.ts';
+import { createFcmSessions } from './fcm-sessions.ts';
 import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
 import type { FcmCredentials } from '../domain/credentials.ts';
 import { createLimiter, networkReason, parseJsonOrUndefined, parseRetryAfter, perContent, summarize, unusableProvider } from './support.ts';
 
 export type FcmProviderOptions = {
-  /** sendEach calls in flight at once, across concurrent send() calls; each opens its own HTTP/2 connection. */
+  /** sendEach calls in flight at once, across concurrent send() calls; each on an HTTP/2 session of its own. */
   concurrency?: number;
+  /** How long a session no batch uses stays open. */
+  sessionIdleMs?: number;
   /**
    * Keep firebase-admin's own retries (503s, resets and timeouts: 4 more tries after 0/1/2/4 s).
    * Default false: the fanout retries every transient outcome itself, honouring Retry-After and
@@ -33,11 +36,9 @@ export function createFcmProvider(
   const serviceAccount = credentials.serviceAccount;
   const log = logger.child({ module: 'fcm', projectId: serviceAccount.project_id });
   let app: App;
-  let route: EndpointRoute = (fn) => fn();
   try {
     let credential;
     if (endpoints.fcm) {
-      route = fcmEndpointRoute(endpoints.fcm, endpoints.ca);
       credential = endpointCredential(serviceAccount, endpoints.fcm, endpoints.ca);
     } else {
       credential = cert({
@@ -58,7 +59,10 @@ export function createFcmProvider(
     log.warn('firebase-admin retries could not be turned off: 503s are retried by the SDK too');
   }
 
-  const limit = createLimiter(options.concurrency ?? 4);
+  const concurrency = options.concurrency ?? 4;
+  const limit = createLimiter(concurrency);
+  const sessions = createFcmSessions({ maxIdle: concurrency, idleMs: options.sessionIdleMs });
+  const route = fcmRoute({ endpoint: endpoints.fcm, ca: endpoints.ca, sessions });
 
   async function sendBatch(batch: Push[], now: number): Promise<PushOutcome[]> {
     try {
@@ -87,6 +91,7 @@ export function createFcmProvider(
       return outcomes;
     },
     async close(): Promise<void> {
+      sessions.close();
       await deleteApp(app);
     },
   };

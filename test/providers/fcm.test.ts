@@ -1,7 +1,9 @@
 // The FCM provider through the real firebase-admin SDK against the local simulator.
+import http2 from 'node:http2';
 import { getApps } from 'firebase-admin/app';
 import { resetFcmEndpoint } from '../../src/providers/fcm-endpoint.ts';
 import { createFcmProvider } from '../../src/providers/fcm.ts';
+import { createFcmSessions } from '../../src/providers/fcm-sessions.ts';
 import type { PushProvider } from '../../src/providers/provider.ts';
 import type { FcmCredentials } from '../../src/domain/credentials.ts';
 import type { FcmSimulator } from '../../src/providers/simulators/fcm-simulator.ts';
@@ -276,8 +278,104 @@ test('2,000 messages go out in batches of 500 on one connection each, with one a
   expect(tokensBefore).toBeGreaterThanOrEqual(1);
   expect(sim.tokensIssued()).toBe(tokensBefore);
   expect(new Set(sim.received.map((received) => received.token)).size).toBe(2000);
-  // firebase-admin opens one HTTP/2 connection per sendEach call: 4 for 2,000 messages.
+  // Four sendEach calls at once, each on a connection of its own: at most 4, some kept from earlier tests.
   expect(sim.counters.sessions - sessionsBefore).toBeLessThanOrEqual(4);
+});
+
+describe('connections kept between batches', () => {
+  // A simulator of their own: its open connections are only these tests' providers'.
+  let own: FcmSimulator;
+  let ownCredentials: FcmCredentials;
+  const fresh = (options: { concurrency?: number; sessionIdleMs?: number } = {}) =>
+    createFcmProvider(ownCredentials, { fcm: own.url, ca: own.ca }, silentLogger, options);
+  const openNow = () => own.counters.openSessions;
+  const until = async (done: () => boolean) => {
+    for (let waited = 0; !done() && waited < 5000; waited += 20) await new Promise((resolve) => setTimeout(resolve, 20));
+  };
+  beforeAll(async () => {
+    ({ sim: own, credentials: ownCredentials } = await fcmSimulator());
+  });
+  afterAll(() => own.stop());
+  // Every test closes its provider: its connections are gone before the next test counts.
+  afterEach(() => until(() => openNow() === 0));
+
+  test('batches one after another share one connection, and close() ends it', async () => {
+    const kept = fresh();
+    try {
+      for (let batch = 0; batch < 15; batch++) {
+        const outcomes = await kept.send([makePush(`kept-${batch}-a`), makePush(`kept-${batch}-b`)]);
+        expect(outcomes.map((outcome) => outcome.kind)).toEqual(['accepted', 'accepted']);
+      }
+      expect(own.counters.sessions).toBe(1);
+      expect(openNow()).toBe(1);
+    } finally {
+      await kept.close();
+    }
+    await until(() => openNow() === 0);
+    expect(openNow()).toBe(0);
+  });
+
+  test('a connection given back sheds the listeners its batch added, and is the one lent next', async () => {
+    const sessions = createFcmSessions({ maxIdle: 1 });
+    let opened = 0;
+    const open = () => (opened++, http2.connect(own.url, { ca: own.ca }));
+    try {
+      const first = sessions.lend(open);
+      const listening = first.listenerCount('goaway');
+      for (let listener = 0; listener < 3; listener++) first.on('goaway', () => undefined);
+      expect(first.listenerCount('goaway')).toBe(listening + 3);
+      first.close();
+      expect(first.closed).toBe(true);
+      const second = sessions.lend(open);
+      expect(opened).toBe(1);
+      expect(second.closed).toBe(false);
+      expect(second.listenerCount('goaway')).toBe(listening);
+      second.close();
+    } finally {
+      sessions.close();
+    }
+  });
+
+  test('batches at once each have a connection of their own, kept for the next ones', async () => {
+    const kept = fresh({ concurrency: 2 });
+    const sessionsBefore = own.counters.sessions;
+    try {
+      const pushes = () => Array.from({ length: 1500 }, (_, index) => makePush(`wide-${index}`));
+      for (let round = 0; round < 2; round++) {
+        expect((await kept.send(pushes())).every((outcome) => outcome.kind === 'accepted')).toBe(true);
+      }
+      // Three sendEach calls a round, two at a time: two connections for both rounds.
+      expect(own.counters.sessions - sessionsBefore).toBe(2);
+    } finally {
+      await kept.close();
+    }
+  });
+
+  test('a connection FCM ends (GOAWAY) is not used again: the next batch opens another', async () => {
+    const kept = fresh();
+    try {
+      expect((await kept.send([makePush('before-goaway')]))[0].kind).toBe('accepted');
+      const sessionsBefore = own.counters.sessions;
+      own.closeSessions();
+      await until(() => openNow() === 0);
+      expect((await kept.send([makePush('after-goaway')]))[0].kind).toBe('accepted');
+      expect(own.counters.sessions - sessionsBefore).toBe(1);
+    } finally {
+      await kept.close();
+    }
+  });
+
+  test('an idle connection is closed after the idle time', async () => {
+    const kept = fresh({ sessionIdleMs: 100 });
+    try {
+      expect((await kept.send([makePush('idle-soon')]))[0].kind).toBe('accepted');
+      expect(openNow()).toBe(1);
+      await until(() => openNow() === 0);
+      expect(openNow()).toBe(0);
+    } finally {
+      await kept.close();
+    }
+  });
 });
 
 test('close() deletes the Firebase app', async () => {

@@ -37,6 +37,8 @@ export type SimulatorCounters = {
   byStatus: Record<string, number>;
   /** HTTP/2 connections opened by clients: a long-lived client opens one, or a few. */
   sessions: number;
+  /** HTTP/2 connections open now. */
+  openSessions: number;
   /** Requests answered but not kept in `received` (recording off, or past `recordLimit`). */
   unrecorded: number;
   /** Most requests being handled at once: how hard clients push on their connections. */
@@ -68,6 +70,8 @@ export type RunningSimulator<Received> = {
   setRules(rules: FailureRule[]): void;
   setLatency(latency: Latency | undefined): void;
   clear(): void;
+  /** Ends every HTTP/2 connection with a GOAWAY (in-process only). */
+  closeSessions(): void;
   stop(): Promise<void>;
 };
 
@@ -104,6 +108,7 @@ export async function startSimulator<Received>(
     // Ends with a newline, so that PEMs concatenated into one CA file stay parseable.
     ca: certificate.cert.endsWith('\n') ? certificate.cert : `${certificate.cert}\n`,
     ...inProcessControls(recording),
+    closeSessions: server.closeSessions,
     stop: server.stop,
   };
 }

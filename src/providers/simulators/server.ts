@@ -46,6 +46,8 @@ function altName(host: string): { type: 2; value: string } | { type: 7; ip: stri
 
 export type ProviderServer = {
   port: number;
+  /** Ends every HTTP/2 connection with a GOAWAY, as a provider does with one it has kept long enough. */
+  closeSessions(): void;
   stop(): Promise<void>;
 };
 
@@ -67,8 +69,15 @@ export async function startProviderServer<Received>(
     // Node's 10 MB default makes a busy session fail with ENHANCE_YOUR_CALM long before Apple would.
     maxSessionMemory: 256,
   });
+  const sessions = new Set<http2.ServerHttp2Session>();
   server.on('session', (session) => {
     recording.counters.sessions += 1;
+    recording.counters.openSessions += 1;
+    sessions.add(session);
+    session.once('close', () => {
+      recording.counters.openSessions -= 1;
+      sessions.delete(session);
+    });
     // A client that vanishes must not crash the simulator.
     session.on('error', () => undefined);
   });
@@ -77,6 +86,9 @@ export async function startProviderServer<Received>(
   await listen(server, port, host);
   return {
     port: (server.address() as AddressInfo).port,
+    closeSessions: () => {
+      for (const session of sessions) session.close();
+    },
     stop: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const socket of sockets) socket.destroy();
