@@ -54,15 +54,13 @@ export function createFcmSessions(options: { maxIdle: number; idleMs?: number })
   };
 
   function adopt(session: ClientHttp2Session): ClientHttp2Session {
+    const retire = () => {
+      unusable.add(session);
+      forget(session);
+    };
     // An idle session has no listener of the SDK's: without this an error on it would be uncaught.
-    session.on('error', () => {
-      unusable.add(session);
-      forget(session);
-    });
-    session.on('goaway', () => {
-      unusable.add(session);
-      forget(session);
-    });
+    session.on('error', retire);
+    session.on('goaway', retire);
     session.once('close', () => forget(session));
     return session;
   }

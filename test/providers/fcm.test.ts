@@ -1,13 +1,14 @@
 // The FCM provider through the real firebase-admin SDK against the local simulator.
 import http2 from 'node:http2';
 import { getApps } from 'firebase-admin/app';
-import { resetFcmEndpoint } from '../../src/providers/fcm-endpoint.ts';
+import { fcmRoute, resetFcmEndpoint } from '../../src/providers/fcm-endpoint.ts';
 import { createFcmProvider } from '../../src/providers/fcm.ts';
 import { createFcmSessions } from '../../src/providers/fcm-sessions.ts';
 import type { PushProvider } from '../../src/providers/provider.ts';
 import type { FcmCredentials } from '../../src/domain/credentials.ts';
 import type { FcmSimulator } from '../../src/providers/simulators/fcm-simulator.ts';
 import { fcmProject, fcmSimulator, makePush, rsaKeyPair, silentLogger, type ExpectedOutcome } from '../support/simulators.ts';
+import { waitFor } from '../support/receiver.ts';
 
 let sim: FcmSimulator;
 let credentials: FcmCredentials;
@@ -289,30 +290,28 @@ describe('connections kept between batches', () => {
   const fresh = (options: { concurrency?: number; sessionIdleMs?: number } = {}) =>
     createFcmProvider(ownCredentials, { fcm: own.url, ca: own.ca }, silentLogger, options);
   const openNow = () => own.counters.openSessions;
-  const until = async (done: () => boolean) => {
-    for (let waited = 0; !done() && waited < 5000; waited += 20) await new Promise((resolve) => setTimeout(resolve, 20));
-  };
+  const allClosed = () => waitFor(openNow, (open) => open === 0, 5000);
   beforeAll(async () => {
     ({ sim: own, credentials: ownCredentials } = await fcmSimulator());
   });
   afterAll(() => own.stop());
   // Every test closes its provider: its connections are gone before the next test counts.
-  afterEach(() => until(() => openNow() === 0));
+  afterEach(allClosed);
 
   test('batches one after another share one connection, and close() ends it', async () => {
     const kept = fresh();
+    const sessionsBefore = own.counters.sessions;
     try {
       for (let batch = 0; batch < 15; batch++) {
         const outcomes = await kept.send([makePush(`kept-${batch}-a`), makePush(`kept-${batch}-b`)]);
         expect(outcomes.map((outcome) => outcome.kind)).toEqual(['accepted', 'accepted']);
       }
-      expect(own.counters.sessions).toBe(1);
+      expect(own.counters.sessions - sessionsBefore).toBe(1);
       expect(openNow()).toBe(1);
     } finally {
       await kept.close();
     }
-    await until(() => openNow() === 0);
-    expect(openNow()).toBe(0);
+    expect(await allClosed()).toBe(0);
   });
 
   test('a connection given back sheds the listeners its batch added, and is the one lent next', async () => {
@@ -331,6 +330,25 @@ describe('connections kept between batches', () => {
       expect(second.closed).toBe(false);
       expect(second.listenerCount('goaway')).toBe(listening);
       second.close();
+    } finally {
+      sessions.close();
+    }
+  });
+
+  test('a session opened with a connect listener is a fresh one, not lent from those kept', async () => {
+    const sessions = createFcmSessions({ maxIdle: 1 });
+    const route = fcmRoute({ endpoint: own.url, ca: own.ca, sessions });
+    const sessionsBefore = own.counters.sessions;
+    try {
+      // Given back at once: kept.
+      route(() => http2.connect('https://fcm.googleapis.com')).close();
+      // A kept session connected long ago: its listener would never be called.
+      const fresh = await new Promise<http2.ClientHttp2Session>((resolve, reject) => {
+        const session = route(() => http2.connect('https://fcm.googleapis.com', {}, () => resolve(session)));
+        session.once('error', reject);
+      });
+      expect(await waitFor(() => own.counters.sessions - sessionsBefore, (opened) => opened === 2, 5000)).toBe(2);
+      fresh.close();
     } finally {
       sessions.close();
     }
@@ -357,7 +375,7 @@ describe('connections kept between batches', () => {
       expect((await kept.send([makePush('before-goaway')]))[0].kind).toBe('accepted');
       const sessionsBefore = own.counters.sessions;
       own.closeSessions();
-      await until(() => openNow() === 0);
+      await allClosed();
       expect((await kept.send([makePush('after-goaway')]))[0].kind).toBe('accepted');
       expect(own.counters.sessions - sessionsBefore).toBe(1);
     } finally {
@@ -370,8 +388,7 @@ describe('connections kept between batches', () => {
     try {
       expect((await kept.send([makePush('idle-soon')]))[0].kind).toBe('accepted');
       expect(openNow()).toBe(1);
-      await until(() => openNow() === 0);
-      expect(openNow()).toBe(0);
+      expect(await allClosed()).toBe(0);
     } finally {
       await kept.close();
     }

@@ -72,11 +72,11 @@ export async function startProviderServer<Received>(
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on('session', (session) => {
     recording.counters.sessions += 1;
-    recording.counters.openSessions += 1;
     sessions.add(session);
+    recording.counters.openSessions = sessions.size;
     session.once('close', () => {
-      recording.counters.openSessions -= 1;
       sessions.delete(session);
+      recording.counters.openSessions = sessions.size;
     });
     // A client that vanishes must not crash the simulator.
     session.on('error', () => undefined);
