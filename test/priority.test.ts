@@ -2,6 +2,7 @@
 // batches and their retries) are queued with a higher pg-boss priority, so workers take them
 // before normal ones already waiting.
 import { android, ios, jobsOf, startPipeline, type Pipeline } from './support/fanout.ts';
+import { waitFor } from './support/receiver.ts';
 
 const title = { title: 'Lanes' };
 
@@ -101,5 +102,36 @@ describe('with every worker busy', () => {
     // The backlog ends before the pipeline closes (a stop would wait for pushes held by the latency).
     pipeline.apns.setLatency(undefined);
     for (const id of normal) expect((await app.settled(id)).status).toBe('completed');
+  });
+});
+
+describe('with a high-priority batch running', () => {
+  let pipeline: Pipeline;
+  beforeAll(async () => {
+    pipeline = await startPipeline();
+  });
+  afterAll(() => pipeline.close());
+  afterEach(() => pipeline.apns.setLatency(undefined));
+
+  test('normal jobs wait to start while it runs in the process, for half a second at most each', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('urgent-phone', ios('urgent-02', 'ursula'));
+    await app.register('calm-pixel', android('fcm-calm-01', 'carl'));
+    // The high-priority deliver job holds its push for 3 s (the simulator records it on arrival).
+    pipeline.apns.setLatency(3000);
+    const urgent = await app.send({ recipients: { user_ids: ['ursula'] }, notification: title, options: { priority: 'high' } });
+    await waitFor(() => pipeline.apns.received.some((push) => push.token === 'urgent-02'), Boolean);
+
+    const sentAt = Date.now();
+    const calm = await app.send({ recipients: { user_ids: ['carl'] }, notification: title });
+    const calmPush = await waitFor(() => pipeline.fcm.received.find((push) => push.token === 'fcm-calm-01'), Boolean);
+    const pushedAt = calmPush!.at;
+    // Its fanout and then its deliver job each waited their turn (500 ms at most): idle, the push
+    // would be out within about 100 ms; held until the high-priority batch ended, after 3 s.
+    expect(pushedAt - sentAt).toBeGreaterThanOrEqual(900);
+    expect(pushedAt - sentAt).toBeLessThan(2500);
+    pipeline.apns.setLatency(undefined);
+    expect((await app.settled(urgent)).status).toBe('completed');
+    expect((await app.settled(calm)).status).toBe('completed');
   });
 });

@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
 import { newId } from '../db/ids.ts';
+import { noWait } from './lane-gate.ts';
 import {
   classify,
   countsAttemptBeforePush,
@@ -110,16 +111,17 @@ function chunk<T>(items: T[], size: number): T[][] {
 }
 
 /**
- * Fans out a batch of notifications, in transactions of a few thousand users: each one's
+ * Fans out a batch of notifications, in transactions of up to a thousand users: each one's
  * deliveries and deliver jobs, or its end when it has nothing to push. The statements are per
  * transaction, not per notification: a batch of scheduled sends that came due together costs about
  * what one notification costs. Notifications no longer queued (fanned out before, or cancelled) are
- * left alone; a cancel cut short is finished (endCancelled).
+ * left alone; a cancel cut short is finished (endCancelled). Between transactions the batch waits
+ * its `turn` (a normal batch: while high-priority work runs in this process, lane-gate.ts).
  */
-export async function runFanouts(em: EntityManager, context: JobContext, jobs: FanoutJob[]): Promise<void> {
+export async function runFanouts(em: EntityManager, context: JobContext, jobs: FanoutJob[], turn: () => Promise<void> = noWait): Promise<void> {
   if (jobs.length === 1) return fanOutTogether(em, context, jobs);
   // A transaction is bounded by the users it fans out to, not the notifications: a hundred
-  // one-user notifications go together, ten of 500 users each.
+  // one-user notifications go together, two of 500 users each.
   const recipients = await recipientCounts(em.fork(), jobs.map((job) => job.notificationId));
   let group: FanoutJob[] = [];
   let users = 0;
@@ -127,6 +129,7 @@ export async function runFanouts(em: EntityManager, context: JobContext, jobs: F
     if (group.length > 0 && users + recipients[i] > recipientsPerTransaction) {
       await fanOutTogether(em, context, group);
       [group, users] = [[], 0];
+      await turn();
     }
     group.push(job);
     users += recipients[i];
@@ -134,8 +137,8 @@ export async function runFanouts(em: EntityManager, context: JobContext, jobs: F
   await fanOutTogether(em, context, group);
 }
 
-/** At most this many users' installations are fanned out in one transaction (one notification may have more: 500). */
-const recipientsPerTransaction = 5_000;
+/** At most this many users' installations are fanned out in one transaction (two notifications of 500): a normal batch waits its turn between them (lane-gate.ts), so what runs when a high-priority send comes ends soon. */
+const recipientsPerTransaction = 1_000;
 
 /** runFanouts of jobs that go in one transaction. */
 async function fanOutTogether(em: EntityManager, context: JobContext, jobs: FanoutJob[]): Promise<void> {

@@ -2,6 +2,7 @@
 import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
 import type { OutageWatch } from '../db/outage.ts';
+import { LaneGate, noWait } from './lane-gate.ts';
 import { startLeases } from './leases.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { ProviderClients } from './clients.ts';
@@ -67,7 +68,7 @@ export function fairShare(concurrency: number): { localConcurrency: number; loca
 
 /**
  * Fanout jobs a batch worker (the fanout queue's backlog worker, the scheduled fanouts' workers)
- * fetches and runs at once (jobs.ts runFanouts, in transactions of a few thousand users): a
+ * fetches and runs at once (jobs.ts runFanouts, in transactions of up to a thousand users): a
  * transaction costs a handful of statements however many notifications it holds, so a thousand
  * small notifications start in four batches instead of a thousand transactions, fetches and leases.
  */
@@ -127,9 +128,19 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   // pg-boss records a handler's error on the job and retries it; the log says it happened (an
   // outage is said once, by the watch).
   const webhookContext: WebhookContext = { ...options.webhooks, boss, logger };
+  // Fanout and deliver jobs run in their lane (lane-gate.ts): normal ones wait at their start while a
+  // high-priority one runs in this process. Webhook jobs are outside it.
+  const gate = new LaneGate();
+  // A normal batch of fanouts waits its turn again between its transactions (runFanouts).
+  const inLane = (jobs: { priority: number }[], run: (turn: () => Promise<void>) => Promise<void>) =>
+    jobs.some((job) => job.priority >= highPriority) ? gate.high(() => run(noWait)) : gate.turn().then(() => run(() => gate.turn()));
   // Jobs are fetched one at a time, except fanouts by the backlog worker and scheduled fanouts
   // (fanoutBatch): a batch is leased, run and released together, and fails (and is retried) together.
-  const logged = <T extends { notificationId?: string; endpointId?: string; applicationId?: string }>(queue: string, run: (data: T[]) => Promise<void>) =>
+  const logged = <T extends { notificationId?: string; endpointId?: string; applicationId?: string }>(
+    queue: string,
+    run: (data: T[], turn: () => Promise<void>) => Promise<void>,
+    lanes: 'in lane' | 'outside lanes' = 'in lane',
+  ) =>
     async (jobs: JobWithMetadata<T>[]) => {
       for (const job of jobs) {
         // Waiting counts from when the job was due: a retry's or a deferred job's delay is by design.
@@ -144,7 +155,8 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
         });
         // A retry of one that could be leased is found by its lease again.
         for (const id of ids) unleased.delete(id);
-        await run(jobs.map((job) => job.data));
+        const data = jobs.map((job) => job.data);
+        await (lanes === 'in lane' ? inLane(jobs, (turn) => run(data, turn)) : run(data, noWait));
       } catch (error) {
         if (!options.outage?.report(error)) {
           const { notificationId, endpointId, applicationId } = jobs[0].data;
@@ -159,15 +171,15 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     };
   const fanout = logged<FanoutJob>(queues.fanout, (jobs) => runFanouts(orm.em, context, jobs));
   const fanoutBatches = (queue: string) =>
-    logged<FanoutJob>(queue, (jobs) => {
+    logged<FanoutJob>(queue, (jobs, turn) => {
       // A full batch: more may be waiting, and another worker need not wait for this one to end.
       if (jobs.length === fanoutBatch) fetchAgainAtOnce(queue);
-      return runFanouts(orm.em, context, jobs);
+      return runFanouts(orm.em, context, jobs, turn);
     });
   const fanoutBacklog = fanoutBatches(queues.fanout);
   const scheduledFanout = fanoutBatches(queues.scheduledFanout);
   const deliver = logged<DeliverJob>(queues.deliver, ([data]) => runDeliver(orm.em, context, data));
-  const webhook = logged<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data));
+  const webhook = logged<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data), 'outside lanes');
   const register = async () => {
     await boss.work(queues.fanout, { ...withTimes, ...fairShare(2) }, fanout);
     // A burst of sends (a thousand one-user notifications at once): the workers above take one job
