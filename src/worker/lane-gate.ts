@@ -1,8 +1,7 @@
 // High-priority work first within a worker process. Queue priority orders what waits and the lane
-// has workers of its own (workers.ts), but once a high-priority job runs it still shares the
-// process's one thread, and its database connections, with every normal job running beside it: under
-// a fanout, a high-priority notification's own fanout took 240–280 ms instead of 33 ms, its statements'
-// answers queued behind the normal batches' pushes and records. So while one runs, normal jobs wait
+// has workers of its own (workers.ts), but a high-priority job that has started still shares the
+// process's one thread and its database connections with every normal job beside it (under a load,
+// its fanout took several times as long as idle: DESIGN.md §3). So while one runs, normal jobs wait
 // before they start: the ones already running finish, no new one begins.
 
 /**
@@ -10,7 +9,7 @@
  * work is slowed while high-priority work runs, never stopped: under a steady stream of high-priority
  * sends each normal worker still starts a job every half second or so.
  */
-export const normalWaitMs = 500;
+const normalWaitMs = 500;
 
 /** The turn of work that waits for nothing: high-priority work, or work outside the lanes. */
 export const noWait = (): Promise<void> => Promise.resolve();
