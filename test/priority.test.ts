@@ -134,4 +134,27 @@ describe('with a high-priority batch running', () => {
     expect((await app.settled(urgent)).status).toBe('completed');
     expect((await app.settled(calm)).status).toBe('completed');
   });
+
+  test('a normal batch of fanouts waits its turn between its transactions too', async () => {
+    const app = await pipeline.newApplication();
+    await app.register('urgent-phone-3', ios('urgent-03', 'uma'));
+    // 6 × 500 users due together: a batch of the scheduled-fanout workers, in transactions of 1,000
+    // users (none has an installation: each ends at once).
+    const sendAt = new Date(Date.now() + 1500).toISOString();
+    const ids = await Promise.all(
+      Array.from({ length: 6 }, (_, n) =>
+        app.send({ recipients: { user_ids: Array.from({ length: 500 }, (_, i) => `batch-${n}-${i}`) }, notification: title, options: { send_at: sendAt } }),
+      ),
+    );
+    pipeline.apns.setLatency(3000);
+    const urgent = await app.send({ recipients: { user_ids: ['uma'] }, notification: title, options: { priority: 'high' } });
+    await waitFor(() => pipeline.apns.received.some((push) => push.token === 'urgent-03'), Boolean);
+    const done = await Promise.all(ids.map((id) => app.settled(id, 10_000)));
+    // now() is a transaction's start. Back to back they start within a few ms of each other; each
+    // waited its turn while the high-priority batch ran (however the two workers split them).
+    const starts = done.map((notification) => Date.parse(notification.processing_started_at!));
+    expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(400);
+    pipeline.apns.setLatency(undefined);
+    expect((await app.settled(urgent)).status).toBe('completed');
+  });
 });

@@ -135,7 +135,7 @@ describe('scheduled sends', () => {
     }
   });
 
-  test('a batch of large notifications is fanned out in transactions of at most 5,000 users', async () => {
+  test('a batch of large notifications is fanned out in transactions of at most 1,000 users', async () => {
     const app = await pipeline.newApplication();
     const sendAt = inSeconds(2);
     // 12 × 500 users (none has an installation: each ends at once, completed with nothing to push).
@@ -149,7 +149,7 @@ describe('scheduled sends', () => {
     // now() is the transaction's start: notifications that share it were fanned out together.
     const usersPerTransaction = new Map<string, number>();
     for (const { processing_started_at: started } of done) usersPerTransaction.set(started, (usersPerTransaction.get(started) ?? 0) + 500);
-    expect(Math.max(...usersPerTransaction.values())).toBeLessThanOrEqual(5_000);
+    expect(Math.max(...usersPerTransaction.values())).toBeLessThanOrEqual(1_000);
     expect(usersPerTransaction.size).toBeLessThan(12);
   });
 

@@ -128,18 +128,21 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   // pg-boss records a handler's error on the job and retries it; the log says it happened (an
   // outage is said once, by the watch).
   const webhookContext: WebhookContext = { ...options.webhooks, boss, logger };
-  // Fanout and deliver jobs run in their lane (lane-gate.ts): normal ones wait at their start while a
-  // high-priority one runs in this process. Webhook jobs are outside it.
+  // Fanout and deliver jobs run in lanes (lane-gate.ts): normal ones wait at their start while a
+  // high-priority one runs in this process. Webhook jobs are outside them.
   const gate = new LaneGate();
-  // A normal batch of fanouts waits its turn again between its transactions (runFanouts).
-  const inLane = (jobs: { priority: number }[], run: (turn: () => Promise<void>) => Promise<void>) =>
-    jobs.some((job) => job.priority >= highPriority) ? gate.high(() => run(noWait)) : gate.turn().then(() => run(() => gate.turn()));
+  const laneQueues = new Set<string>([queues.fanout, queues.scheduledFanout, queues.deliver]);
+  const inLane = (jobs: { priority: number }[], run: (turn: () => Promise<void>) => Promise<void>) => {
+    if (jobs.some((job) => job.priority >= highPriority)) return gate.high(() => run(noWait));
+    // A normal batch of fanouts waits its turn again between its transactions (runFanouts).
+    const turn = () => gate.turn();
+    return turn().then(() => run(turn));
+  };
   // Jobs are fetched one at a time, except fanouts by the backlog worker and scheduled fanouts
   // (fanoutBatch): a batch is leased, run and released together, and fails (and is retried) together.
   const logged = <T extends { notificationId?: string; endpointId?: string; applicationId?: string }>(
     queue: string,
     run: (data: T[], turn: () => Promise<void>) => Promise<void>,
-    lanes: 'in lane' | 'outside lanes' = 'in lane',
   ) =>
     async (jobs: JobWithMetadata<T>[]) => {
       for (const job of jobs) {
@@ -156,7 +159,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
         // A retry of one that could be leased is found by its lease again.
         for (const id of ids) unleased.delete(id);
         const data = jobs.map((job) => job.data);
-        await (lanes === 'in lane' ? inLane(jobs, (turn) => run(data, turn)) : run(data, noWait));
+        await (laneQueues.has(queue) ? inLane(jobs, (turn) => run(data, turn)) : run(data, noWait));
       } catch (error) {
         if (!options.outage?.report(error)) {
           const { notificationId, endpointId, applicationId } = jobs[0].data;
@@ -179,7 +182,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const fanoutBacklog = fanoutBatches(queues.fanout);
   const scheduledFanout = fanoutBatches(queues.scheduledFanout);
   const deliver = logged<DeliverJob>(queues.deliver, ([data]) => runDeliver(orm.em, context, data));
-  const webhook = logged<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data), 'outside lanes');
+  const webhook = logged<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data));
   const register = async () => {
     await boss.work(queues.fanout, { ...withTimes, ...fairShare(2) }, fanout);
     // A burst of sends (a thousand one-user notifications at once): the workers above take one job
