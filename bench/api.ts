@@ -48,14 +48,14 @@
 //   BENCH_PREFILL_INSTALLATIONS   --prefill: the other application's installations (1000000)
 //   BENCH_PREFILL_DELIVERIES      --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS     NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
-//   BENCH_JSON                    also write the figures to this file
+//   BENCH_JSON                    write the figures to this file instead of bench/results/api-<UTC time>.json
 //   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: replace bin/herald's own (to compare them)
 //   HERALD_DB_POOL_MAX, HERALD_WORKER_CONCURRENCY: passed on to Herald (the pool size to the ceiling too)
 //   HERALD_WORKER_NICE            the workers' niceness (10 when split: both processes share this one's scheduling group, where
 //                                 it weighs the workers as docker-compose.yml's cpu_shares weighs their container; 0 for one
 //                                 `herald start`)
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -92,6 +92,7 @@ import {
   startSimulatorsProcess,
   timeOrderedId,
   waitForHttp,
+  writeResults,
 } from './support.ts';
 
 // autocannon ships no types: what this file uses of it.
@@ -683,15 +684,24 @@ function report(results: OperationRounds[], sends: SendResult, problems: string[
   for (const line of problems.slice(0, 5)) log(`  ${line.slice(0, 300)}`);
 }
 
-function writeFigures(file: string, results: OperationRounds[], sends: SendResult, problems: string[], prefilled: Prefilled | null): void {
-  const latency = (sent: SteadySend[]) => ({ ...spread(sent.map((send) => send.ms)), herald: spread(heraldTimes(sent)) });
+function writeFigures(results: OperationRounds[], sends: SendResult, problems: string[], prefilled: Prefilled | null): void {
+  const latency = (sent: SteadySend[]) => ({
+    ...spread(sent.map((send) => send.ms)),
+    herald: spread(heraldTimes(sent)),
+    lateness: spread(sent.map((send) => send.lateMs)),
+  });
+  const slow = sends.latency.fanout.filter((send) => send.ms > targets.sendP99Ms);
+  const slowLogged = heraldTimes(slow);
+  const sendP99 = percentile(sends.latency.fanout.map((send) => send.ms), 99);
   const figures = {
-    at: new Date().toISOString(),
-    loadAverage: os.loadavg(),
     settings,
     targets,
     prefilled,
-    operations: summarize(results).map((line, index) => ({ ...line, rounds: results[index].rounds })),
+    operations: summarize(results).map((line, index) => ({ ...line, pass: line.ratio >= targets.ratio, rounds: results[index].rounds })),
+    verdicts: {
+      sendP99DuringFanoutMs: { value: sendP99, target: targets.sendP99Ms, pass: sendP99 <= targets.sendP99Ms },
+      operationsBelowRatio: summarize(results).filter((line) => !(line.ratio >= targets.ratio)).map((line) => line.label),
+    },
     sends: {
       baseline: latency(sends.latency.baseline),
       burst: sends.latency.burst.length > 0 ? latency(sends.latency.burst) : null,
@@ -700,10 +710,17 @@ function writeFigures(file: string, results: OperationRounds[], sends: SendResul
       finishedUnderLoad: sends.finishedUnderLoad,
       deliveries: sends.deliveries,
       bigSendsMs: sends.bigSendsMs,
+      slowDuringFanout: {
+        count: slow.length,
+        heraldP50Ms: percentile(slowLogged, 50),
+        heraldMaxMs: slowLogged.length > 0 ? Math.max(...slowLogged) : null,
+        heraldOverTarget: slowLogged.filter((ms) => ms > targets.sendP99Ms).length,
+      },
     },
     problems: problems.length,
+    firstProblems: problems.slice(0, 5),
   };
-  writeFileSync(file, `${JSON.stringify(figures, null, 2)}\n`);
+  writeResults('api', figures);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -799,7 +816,7 @@ async function run(): Promise<number> {
   await servers.herald.process.stop();
   await servers.herald.workers?.stop();
   report(results, sends, problems, stage.prefilled);
-  if (env.BENCH_JSON) writeFigures(env.BENCH_JSON, results, sends, problems, stage.prefilled);
+  writeFigures(results, sends, problems, stage.prefilled);
   return 0;
 }
 

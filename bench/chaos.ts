@@ -36,6 +36,7 @@
 //   CHAOS_SCENARIOS         which to run, e.g. "a,b1" (all)
 //   CHAOS_KILLS             worker kills in a (20)
 //   CHAOS_TIMEOUT_SECONDS   how long notifications may take to become terminal after the load ends (60)
+//   BENCH_JSON              write the figures to this file instead of bench/results/chaos-<UTC time>.json
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -62,6 +63,7 @@ import {
   runBenchmark,
   type SimulatorsProcess,
   startSimulatorsProcess,
+  writeResults,
 } from './support.ts';
 
 const env = process.env;
@@ -782,18 +784,20 @@ const apiKill: Scenario = {
 
 // ---------------------------------------------------------------------------------------------
 
+/** The goal column of a row: `ok`, or what it missed. */
+function misses(row: Row): string {
+  if (row.error) return 'HARNESS ERROR';
+  const missed: string[] = [];
+  if (row.lost > 0) missed.push('lost');
+  if (row.duplicateRows > 0 || row.notes.some((note) => note.startsWith('DUPLICATE'))) missed.push('duplicates');
+  if (row.stuck > 0) missed.push('stuck');
+  if (row.notes.some((note) => note.startsWith('REFUSED'))) missed.push('refused');
+  if (row.recovery === null || row.recovery > goal.recoverySeconds) missed.push('recovery');
+  return missed.length === 0 ? 'ok' : `MISS: ${missed.join(', ')}`;
+}
+
 function printTable(rows: Row[]) {
   const header = ['scenario', 'sent', 'all terminal', 'dup rows', 'provider dups', 'lost acked', '5xx', 'recovery s', 'goal'];
-  const misses = (row: Row) => {
-    if (row.error) return 'HARNESS ERROR';
-    const missed: string[] = [];
-    if (row.lost > 0) missed.push('lost');
-    if (row.duplicateRows > 0 || row.notes.some((note) => note.startsWith('DUPLICATE'))) missed.push('duplicates');
-    if (row.stuck > 0) missed.push('stuck');
-    if (row.notes.some((note) => note.startsWith('REFUSED'))) missed.push('refused');
-    if (row.recovery === null || row.recovery > goal.recoverySeconds) missed.push('recovery');
-    return missed.length === 0 ? 'ok' : `MISS: ${missed.join(', ')}`;
-  };
   const cells = rows.map((row) =>
     row.error
       ? [`${row.id} ${row.title}`, '-', '-', '-', '-', '-', '-', '-', misses(row)]
@@ -854,6 +858,7 @@ async function run(): Promise<number> {
   if (scenarios.length === 0) throw new Error(`CHAOS_SCENARIOS: none of ${settings.scenarios?.join(', ')}`);
 
   const rows: Row[] = [];
+  const seconds: Record<string, number> = {};
   for (const scenario of scenarios) {
     const started = Date.now();
     log(`${scenario.id}: ${scenario.title}`);
@@ -863,7 +868,8 @@ async function run(): Promise<number> {
       log(`  ${scenario.id}: the harness failed: ${(error as Error).stack ?? error}`);
       rows.push({ id: scenario.id, title: scenario.title, sent: 0, stuck: 0, duplicateRows: 0, providerDuplicates: 0, lost: 0, fiveHundreds: 0, recovery: null, notes: [], error: String(error) });
     }
-    log(`  ${scenario.id}: ${fixed((Date.now() - started) / 1000, 0)} s`);
+    seconds[scenario.id] = (Date.now() - started) / 1000;
+    log(`  ${scenario.id}: ${fixed(seconds[scenario.id], 0)} s`);
   }
   if (cluster) await (cluster as Cluster).destroy();
 
@@ -875,6 +881,12 @@ async function run(): Promise<number> {
     log(`${row.id} ${row.title}`);
     for (const note of row.error ? [`harness error: ${row.error}`] : row.notes) log(`  ${note}`);
   }
+  writeResults('chaos', {
+    settings: { ...settings, adminUrl: undefined, ttlSeconds },
+    goal,
+    logs: path.relative(root, runDir),
+    scenarios: rows.map((row) => ({ ...row, goal: misses(row), seconds: seconds[row.id] })),
+  });
   return rows.some((row) => row.error) ? 1 : 0;
 }
 

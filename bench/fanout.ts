@@ -38,18 +38,18 @@
 //   BENCH_PREFILL_INSTALLATIONS  --prefill: the other application's installations (1000000)
 //   BENCH_PREFILL_DELIVERIES     --prefill: its deliveries, 1,000 per notification (2000000)
 //   BENCH_HERALD_NODE_OPTIONS    NODE_OPTIONS for the Herald process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
-//   BENCH_JSON                   also write the figures to this file
+//   BENCH_JSON                   write the figures to this file instead of bench/results/fanout-<UTC time>.json
 //   BENCH_HERALD_LOG             also append everything the Herald process writes to this file
 //   HERALD_NODE_OPTIONS, MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_: replace bin/herald-node's own, for Herald and (a*), (a'*) alike
 //   HERALD_WORKER_CONCURRENCY, HERALD_DELIVER_BATCH_SIZE, HERALD_DELIVER_CHUNK_SIZE, HERALD_DB_POOL_MAX: passed on to Herald
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { deliveryCounts } from '../src/db/sql.ts';
+import { deliveryCounts } from '../test/support/deliveries.ts';
 import { loadConfig, type Config } from '../src/service/config.ts';
 import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
 import { clearSimulators, message, openReferences, startReferenceProcess, type ReferenceOptions } from './fanout-reference.ts';
@@ -82,6 +82,7 @@ import {
   startSimulatorsProcess,
   statusKb,
   waitForHttp,
+  writeResults,
 } from './support.ts';
 
 const env = process.env;
@@ -198,7 +199,7 @@ async function waitCompleted(pool: pg.Pool, ids: string[], pollMs: number, alive
 type Outcome = { total: number; accepted: number; failed: number; skipped: number; pending: number; firstAccepted: number; lastAccepted: number; statuses: Record<string, number> };
 
 async function outcomes(pool: pg.Pool, ids: string[]): Promise<Outcome> {
-  // The counts are Herald's own statement (db/sql.ts); when the accepted pushes were recorded is the bench's.
+  // The counts are the statement the tests check the counters with (test/support/deliveries.ts); when the accepted pushes were recorded is the bench's.
   const perNotification = await deliveryCounts(new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) }), ids);
   const sum = (key: 'installations' | 'accepted' | 'failed' | 'skipped' | 'pending') =>
     perNotification.reduce((total, counts) => total + counts[key], 0);
@@ -700,7 +701,8 @@ function summarize(rounds: Round[]) {
   };
 }
 
-function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applications: Probes }, memory: Memory, problems: string[]): void {
+/** Prints the summary and the targets; returns the figures it printed that the rounds do not hold as such. */
+function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applications: Probes }, memory: Memory, problems: string[]) {
   const { heraldRate, references: medians, typical, quietest, loadLatency } = summarize(rounds);
   const ratio = medians.ceilingAsHerald.ratio;
   const idleLatency = idle.latency;
@@ -771,10 +773,8 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
       `allow at most ~${integer((os.availableParallelism() * 1e6) / cpuPerDelivery)} deliveries/s end to end`,
   );
   // The floor's round of the median Herald round: what writing every delivery costs beyond (a).
-  const perItem = (name: ReferenceName, cores: number) => {
-    const run = typical.references[name];
-    return integer((cores * run.seconds * 1e6) / references[name].items);
-  };
+  const perItemUs = (name: ReferenceName, cores: number) => (cores * typical.references[name].seconds * 1e6) / references[name].items;
+  const perItem = (name: ReferenceName, cores: number) => integer(perItemUs(name, cores));
   const { floor, ceiling, ceilingAsHerald } = typical.references;
   log(
     `  (a') CPU per delivery: adapters and SQL client ${perItem('floor', floor.cores.bench)} µs, ` +
@@ -814,10 +814,50 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
   row(`  app B behind app A's load, p99 ≤ ${targets.otherAppUnderLoadP99Ms} ms`, `${integer(applicationsP99)} ms`, verdict(applicationsP99 <= targets.otherAppUnderLoadP99Ms));
   const peakMb = memory.peakRssKb === null ? NaN : memory.peakRssKb / 1024;
   row(`  Herald peak RSS ≤ ${targets.peakRssMb} MB`, megabytes(memory.peakRssKb), verdict(peakMb <= targets.peakRssMb));
+  const verdicts = {
+    ratioToCeilingAsHerald: { value: ratio, target: targets.ratio, pass: ratio >= targets.ratio },
+    ratioToCeiling: { value: medians.ceiling.ratio, target: null, pass: null },
+    deliveriesPerSecond: { value: heraldRate, target: targets.deliveriesPerSecond, pass: heraldRate >= targets.deliveriesPerSecond },
+    idleFirstPushP50Ms: { value: idleP50, target: targets.idleFirstPushMs, pass: idleP50 <= targets.idleFirstPushMs },
+    highPriorityUnderLoadP99Ms: { value: lanesP99, target: targets.highUnderLoadP99Ms, pass: lanesP99 <= targets.highUnderLoadP99Ms },
+    otherApplicationUnderLoadP99Ms: { value: applicationsP99, target: targets.otherAppUnderLoadP99Ms, pass: applicationsP99 <= targets.otherAppUnderLoadP99Ms },
+    peakRssMb: { value: peakMb, target: targets.peakRssMb, pass: peakMb <= targets.peakRssMb },
+  };
+  return {
+    verdicts,
+    medianRound: rounds.indexOf(typical) + 1,
+    leastDisturbedRound: rounds.indexOf(quietest) + 1,
+    loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99), max: Math.max(...loadLatency) },
+    coresInMedianRound: { ...cpu, machine: os.availableParallelism() },
+    cpuPerDeliveryUs: {
+      herald: perDelivery(cpu.herald),
+      heraldMainThread: perDelivery(cpu.heraldMainThread),
+      heraldOtherThreads: perDelivery(cpu.herald - cpu.heraldMainThread),
+      postgres: perDelivery(cpu.postgres),
+      simulators: perDelivery(cpu.simulators),
+      deliveriesPerSecondAtMost: (os.availableParallelism() * 1e6) / cpuPerDelivery,
+    },
+    floorCpuPerDeliveryUs: {
+      client: perItemUs('floor', floor.cores.bench),
+      postgres: perItemUs('floor', floor.cores.postgres),
+      simulators: perItemUs('floor', floor.cores.simulators),
+    },
+    adaptersCpuPerPushUs: {
+      ceiling: perItemUs('ceiling', ceiling.cores.bench),
+      ceilingAsHerald: perItemUs('ceilingAsHerald', ceilingAsHerald.cores.references),
+      ceilingAsHeraldMainThread: perItemUs('ceilingAsHerald', ceilingAsHerald.cores.referencesMainThread),
+      ceilingAsHeraldOtherThreads: perItemUs('ceilingAsHerald', ceilingAsHerald.cores.references - ceilingAsHerald.cores.referencesMainThread),
+    },
+    simulatorConnections: {
+      apns: { sessions: typical.received.counters.apns.sessions, maxInFlight: typical.received.counters.apns.maxInFlight },
+      fcm: { sessions: typical.received.counters.fcm.sessions, maxInFlight: typical.received.counters.fcm.maxInFlight },
+    },
+    statuses: typical.statuses,
+  };
 }
 
 function writeFigures(
-  file: string,
+  printed: ReturnType<typeof report>,
   heraldConfig: Config,
   rounds: Round[],
   idle: Idle,
@@ -828,16 +868,17 @@ function writeFigures(
   const probeFigures = (phase: Probes) => ({
     p50: percentile(phase.latency, 50),
     p99: percentile(phase.latency, 99),
+    max: Math.max(...phase.latency),
     all: phase.latency,
     offsetsMs: phase.offsets,
     loadAheadMs: phase.ahead,
     loadSeconds: phase.loadSeconds,
   });
-  const { heraldRate, references: medians, loadLatency } = summarize(rounds);
+  const { heraldRate, references: medians } = summarize(rounds);
   const figures = {
-    at: new Date().toISOString(),
-    loadAverage: os.loadavg(),
     settings,
+    targets,
+    ...printed,
     herald: {
       concurrency: heraldConfig.HERALD_WORKER_CONCURRENCY,
       batchSize: heraldConfig.HERALD_DELIVER_BATCH_SIZE,
@@ -856,14 +897,22 @@ function writeFigures(
       sendSpanMs,
       providerRate,
     })),
-    loadLatency: { p50: percentile(loadLatency, 50), p99: percentile(loadLatency, 99) },
-    idleLatency: { p50: percentile(idle.latency, 50), p99: percentile(idle.latency, 99), all: idle.latency, timeline: idle.timeline, jobs: idle.jobs },
+    idleLatency: {
+      p50: percentile(idle.latency, 50),
+      p99: percentile(idle.latency, 99),
+      max: Math.max(...idle.latency),
+      all: idle.latency,
+      timeline: idle.timeline,
+      jobs: idle.jobs,
+    },
     highPriorityUnderLoadLatency: probeFigures(probes.lanes),
     otherApplicationUnderLoadLatency: probeFigures(probes.applications),
     peakRssKb: memory.peakRssKb,
+    simulatorsPeakRssKb: memory.simulatorsPeakKb,
     problems: problems.length,
+    firstProblems: problems.slice(0, 5),
   };
-  writeFileSync(file, `${JSON.stringify(figures, null, 2)}\n`);
+  writeResults('fanout', figures);
 }
 
 async function run(): Promise<number> {
@@ -875,8 +924,8 @@ async function run(): Promise<number> {
   const rounds = await roundsInTurn(stage, stamp);
   const probes = { lanes: await probePhase(stage, 'lanes', stamp), applications: await probePhase(stage, 'applications', stamp) };
   const { memory, problems } = await stopHerald(stage);
-  report(rounds, idle, probes, memory, problems);
-  if (env.BENCH_JSON) writeFigures(env.BENCH_JSON, stage.heraldConfig, rounds, idle, probes, memory, problems);
+  const printed = report(rounds, idle, probes, memory, problems);
+  writeFigures(printed, stage.heraldConfig, rounds, idle, probes, memory, problems);
   return 0;
 }
 

@@ -28,9 +28,8 @@
 //   BENCH_WINDOW_SECONDS      each retention run's budget, and the pause after it (5)
 //   BENCH_LEAD_SECONDS        baseline before the first run (10)
 //   BENCH_BATCH_SIZE          rows per deleting statement (the production value, retentionBatchSize)
-//   BENCH_JSON                also write the figures to this file
+//   BENCH_JSON                write the figures to this file instead of bench/results/retention-<UTC time>.json
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -41,7 +40,7 @@ import { openPipelinedPool } from '../src/db/pipelined-pool.ts';
 import { createApplication, createToken, tokenCacheMs } from '../src/domain/applications.ts';
 import { openSendLimiter } from '../src/http/send-limiter.ts';
 import { watchDatabase } from '../src/db/outage.ts';
-import { ping } from '../src/db/sql.ts';
+import { ping } from '../src/db/sql/infrastructure.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
 import { retentionBatchSize, runMaintenance } from '../src/worker/maintenance.ts';
 import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
@@ -65,6 +64,7 @@ import {
   positiveIntegerFromEnv,
   runBenchmark,
   seedFinishedNotifications,
+  writeResults,
 } from './support.ts';
 
 const env = process.env;
@@ -382,13 +382,11 @@ function report(deletion: Deletion): void {
   if (others > 0.3) log(`  NOTE: other processes used up to ${fixed(others, 2)} cores meanwhile: the figures are noisier than on a quiet machine.`);
 }
 
-function writeFigures(file: string, seeded: Seeded, deletion: Deletion): void {
+function writeFigures(seeded: Seeded, deletion: Deletion): void {
   const { removed, deletingSeconds, wallSeconds, runs } = deletion;
   const { baseline, lead, during, rows, statementMs, ratio, baselineCores, deletingCores } = summarize(deletion);
   const p = percentile;
   const figures = {
-    at: new Date().toISOString(),
-    loadAverage: os.loadavg(),
     settings,
     seeded,
     removed,
@@ -406,7 +404,7 @@ function writeFigures(file: string, seeded: Seeded, deletion: Deletion): void {
     },
     cores: { baseline: baselineCores, deleting: deletingCores },
   };
-  writeFileSync(file, `${JSON.stringify(figures, null, 2)}\n`);
+  writeResults('retention', figures);
 }
 
 async function run(): Promise<number> {
@@ -430,7 +428,7 @@ async function run(): Promise<number> {
   const deletion = await deleteUnderLoad(url, workerOrm, send, runId);
   await checkRetained(workerOrm, seeded);
   report(deletion);
-  if (env.BENCH_JSON) writeFigures(env.BENCH_JSON, seeded, deletion);
+  writeFigures(seeded, deletion);
   return 0;
 }
 

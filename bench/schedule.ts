@@ -15,6 +15,7 @@
 //   DATABASE_URL          admin URL of the Postgres server (default postgres://postgres@127.0.0.1:5432/postgres)
 //   BENCH_NOTIFICATIONS   notifications per phase (1000)
 //   BENCH_LEAD_SECONDS    how far ahead the scheduled ones are due when their sending begins (20)
+//   BENCH_JSON            write the figures to this file instead of bench/results/schedule-<UTC time>.json
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -39,6 +40,7 @@ import {
   runBenchmark,
   startSimulatorsProcess,
   waitForHttp,
+  writeResults,
 } from './support.ts';
 
 const env = process.env;
@@ -180,6 +182,21 @@ async function run(): Promise<number> {
   log(`  first push after send_at: ${spread(pushed)}`);
   log(`  ended after send_at:      ${spread(ended)}`);
   log(`  started ${integer(scheduledRate)}/s from send_at: ${fixed(scheduledRate / burstRate, 2)} × the burst's rate`);
+  const figures = (values: number[]) => ({ p50: percentile(values, 50), p99: percentile(values, 99), max: Math.max(...values) });
+  writeResults('schedule', {
+    settings,
+    burst: { sendingMs, allStartedMs: burstStartMs, startedPerSecond: burstRate },
+    scheduled: {
+      dueAt: due.toISOString(),
+      queuedAheadMs: leftMs,
+      startedAfterSendAtMs: figures(started),
+      firstPushAfterSendAtMs: figures(pushed),
+      endedAfterSendAtMs: figures(ended),
+      startedPerSecond: scheduledRate,
+      rateOverBurst: scheduledRate / burstRate,
+    },
+    verdicts: { worstStartMs: { value: worst, target: settings.targetStartSeconds * 1000, pass: worst <= settings.targetStartSeconds * 1000 } },
+  });
   return 0;
 }
 

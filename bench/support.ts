@@ -2,8 +2,8 @@
 // processes, the simulators in their own process and their /__sim control endpoints, cleanup in
 // reverse order, CPU and memory figures from /proc, small statistics, an open-loop load, and bulk
 // rows of finished notifications. Databases to run on: test/support/seed.ts.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
@@ -385,6 +385,56 @@ export function machineCpu(): { busy: number; total: number } {
   // idle and iowait
   const idle = ticks[3] + (ticks[4] ?? 0);
   return { busy: (total - idle) / clockTicks, total: total / clockTicks };
+}
+
+/** What a run started from, read when a benchmark loads: the code it ran and the machine it found. */
+const started = { at: new Date(), loadAverage: os.loadavg(), cpu: machineCpu(), commit: gitCommit() };
+
+/** The commit checked out, and whether the tree differs from it (earlier results aside), so a figure names its code. */
+function gitCommit(): { sha: string | null; dirty: boolean | null; changedFiles: number; changed: string[] } {
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const sha = git('rev-parse', 'HEAD').trim();
+    const changed = git('status', '--porcelain', '--', '.', ':(exclude)bench/results').split('\n').filter(Boolean).map((line) => line.slice(3));
+    return { sha, dirty: changed.length > 0, changedFiles: changed.length, changed: changed.slice(0, 50) };
+  } catch {
+    return { sha: null, dirty: null, changedFiles: 0, changed: [] };
+  }
+}
+
+/**
+ * Writes a run's figures as JSON, to `BENCH_JSON` when it is set, else to
+ * bench/results/<bench>-<UTC start time>.json: runs over time are kept as data beside the code,
+ * and a figure a document quotes names the file it came from. The file also records the commit
+ * and the machine (its CPUs, the load when the run started and ended, how busy it was meanwhile).
+ * Returns the path written.
+ */
+export function writeResults(bench: string, figures: Record<string, unknown>): string {
+  const stamp = started.at.toISOString().slice(0, 19).replaceAll(':', '-');
+  const file = process.env.BENCH_JSON || path.join(root, 'bench', 'results', `${bench}-${stamp}Z.json`);
+  const cpu = machineCpu();
+  const elapsed = cpu.total - started.cpu.total;
+  const result = {
+    bench,
+    startedAt: started.at.toISOString(),
+    endedAt: new Date().toISOString(),
+    commit: started.commit,
+    machine: {
+      cpus: os.availableParallelism(),
+      cpuModel: os.cpus()[0]?.model ?? null,
+      memoryMb: Math.round(os.totalmem() / 2 ** 20),
+      node: process.version,
+      loadAverageAtStart: started.loadAverage,
+      loadAverageAtEnd: os.loadavg(),
+      // Cores busy on average over the run, every process counted: the benchmark's own and others'.
+      busyCores: elapsed > 0 ? ((cpu.busy - started.cpu.busy) / elapsed) * os.availableParallelism() : null,
+    },
+    ...figures,
+  };
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+  process.stdout.write(`figures written to ${path.relative(process.cwd(), file) || file}\n`);
+  return file;
 }
 
 /** A /proc/<pid>/status field in kB (VmHWM: peak resident set size). */
