@@ -412,8 +412,8 @@ async function checkAnswers(servers: Target[], ops: Operation[], tokens: Tokens)
 /**
  * `cpuUs`: the server process's CPU (user + system) per request, µs; `postgresUs`: all of Postgres'
  * backends' per request (only the one server is driven at a time). Both are the work a request
- * costs, which moves far less with what else the host does than the rate does: a change of a few
- * per cent shows in them where the rounds' ratios spread over a tenth.
+ * costs, which moves far less with what else the host does than the rate does: a small change
+ * shows in them where the spread of the rounds' ratios hides it.
  */
 type Measured = { rate: number; p50: number; p99: number; requests: number; cpuUs: number; postgresUs: number };
 

@@ -40,7 +40,7 @@ export async function openFloor(options: {
     const expiresAt = new Date(Date.now() + options.ttlSeconds * 1000);
     const { rows: targets } = await pool.query<Target>(
       // A probe of (application_id, user_id) per user, as Herald's read is: planned with the array's
-      // 500 values, `user_id = any($2)` took 7–10 ms to plan and a scan to run.
+      // values, `user_id = any($2)` was slow to plan and ran as a scan.
       `select i.id, i.installation_id, i.user_id, i.platform, i.provider_identifier
          from unnest($2::text[]) as u(user_id)
               cross join lateral (

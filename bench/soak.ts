@@ -367,9 +367,9 @@ async function drain(observer: pg.Pool): Promise<{ open: number; totals: Totals 
 }
 
 /**
- * V8 lets the heap grow until a major collection, so RSS is a sawtooth (about 200-320 MB for
- * herald start here, a period of minutes): two instants say little. Growth compares the median RSS
- * of the first and the last third of the run after the warm-up.
+ * V8 lets the heap grow until a major collection, so RSS is a sawtooth with a period of minutes:
+ * two instants say little. Growth compares the median RSS of the first and the last third of the
+ * run after the warm-up.
  */
 function rssGrowth(processCount: number, soaked: Soaked, end: Sample) {
   const measured = [...soaked.samples.filter((taken) => taken.at - soaked.began >= settings.warmupMs), end];

@@ -1,6 +1,6 @@
 // Row ids: UUID v7, increasing as uuid's v7() makes them, from a pool of random bytes. uuid's v7()
-// asks WebCrypto for 16 random bytes per id (2-3 µs); a fanout makes one id per delivery, so the
-// bytes are drawn for 256 ids at a time (0.3-0.6 µs an id).
+// asks WebCrypto for 16 random bytes per id, a call that costs more than the rest of the id; a
+// fanout makes one id per delivery, so the bytes are drawn for 256 ids at a time.
 import { randomFillSync } from 'node:crypto';
 import { v7 } from 'uuid';
 

@@ -133,8 +133,8 @@ export type SendInput = {
  * took is given back) and is never refused: a send refused by the quota is answered as the replay
  * it is, when it is one. Replays are rare and may cost a few round trips more; a new send costs two
  * in a row: the BEGIN, the store and the enqueue pipelined, beside the quota's on its own pool, then
- * COMMIT (four before 2026-11-28, each statement waiting for the one before). Not a unit of work: a
- * send writes no entity, and the ORM's fork and transaction cost about a tenth of its CPU.
+ * COMMIT. Not a unit of work: a send writes no entity, and the ORM's fork and transaction would be
+ * CPU spent on the API's hottest path for nothing.
  */
 export async function sendNotification(
   em: EntityManager,

@@ -19,9 +19,9 @@ export type SendLimiter = {
 /**
  * On a pool of its own, whose connections commit without waiting for the WAL flush: a server
  * crash loses at most the last fraction of a second of counts (a window a little more lenient
- * once), never a notification, whose own COMMIT still waits. Under a fanout's writes the counter's
- * upsert, waiting on the workers' flushes (and the same application's previous upsert on its row),
- * was the slowest answer of a send's first round trip (DESIGN, "Rate limit").
+ * once), never a notification, whose own COMMIT still waits. Synchronous, the counter's upsert would
+ * wait under a fanout for the workers' WAL flushes (and the same application's previous upsert on
+ * its row), and be the slowest answer of a send's first round trip (docs/DESIGN.md, "Rate limit").
  */
 export function openSendLimiter(url: string, max: number): SendLimiter {
   const pool = openListenedPool({ connectionString: url, max, options: '-c synchronous_commit=off' });

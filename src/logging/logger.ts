@@ -23,8 +23,8 @@ export function createLogger(level: string, destination?: pino.DestinationStream
 
 /**
  * Each line formatted as it is written (pino-pretty's formatter, not its stream, whose buffering
- * would lose the last lines before a process.exit). Loaded only here: it costs ~90 ms and ~10 MB
- * that a process logging JSON has no use for.
+ * would lose the last lines before a process.exit). Loaded only here: its load time and memory are
+ * of no use to a process logging JSON.
  */
 function prettyDestination(out: pino.DestinationStream): pino.DestinationStream {
   const { prettyFactory } = createRequire(import.meta.url)('pino-pretty') as typeof import('pino-pretty');

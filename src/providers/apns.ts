@@ -18,7 +18,8 @@ export type ApnsProviderOptions = {
   closeTimeoutMs?: number;
 };
 
-// Past a few thousand streams in flight, one session fails with ENHANCE_YOUR_CALM (RECIPES.md).
+// Streams in flight on one session at most: given thousands at once, the server ends the session
+// (ENHANCE_YOUR_CALM).
 const defaultConcurrency = 1000;
 /** Requests issued per turn of the event loop (see send()). */
 const sliceSize = 50;
@@ -51,7 +52,8 @@ export function createApnsProvider(
       token: { key: Buffer.from(credentials.key), keyId: credentials.keyId, teamId: credentials.teamId },
       production: !credentials.sandbox,
       ...endpointOptions(endpoints),
-      // Its retry ignores Retry-After (RECIPES.md): the fanout retries with its own backoff.
+      // Its retry ignores Retry-After (it reads the header in the wrong case): the fanout retries
+      // with its own backoff.
       connectionRetryLimit: 0,
       requestTimeout: options.requestTimeoutMs ?? 10_000,
     });

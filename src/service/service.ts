@@ -40,7 +40,7 @@ function listen(handler: RequestListener, port: number, host: string): Promise<S
   });
 }
 
-/** The validator compiles the document on its first request (~300 ms): pay that now, not on a client. */
+/** The validator compiles the document on its first request: pay that now, not on a client's request. */
 async function warmUp(server: Server, logger: Logger): Promise<void> {
   const address = server.address();
   if (!address || typeof address === 'string') return;

@@ -2,9 +2,9 @@
 // firebase-admin app is opened once and reused by every batch, rebuilt when the credential
 // changes or when the client keeps failing to reach its provider (a wedged HTTP/2 session does
 // not heal by itself). Never one connection per push.
-// A provider's library (@parse/node-apn, firebase-admin: ~25 MB resident each) is imported when the
-// first client of that provider is opened, not at start: an API-only process, or a worker whose
-// applications all use one provider, never loads the other.
+// A provider's library (@parse/node-apn, firebase-admin, each large in memory) is imported when
+// the first client of that provider is opened, not at start: an API-only process, or a worker
+// whose applications all use one provider, never loads the other.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { openCredential, type ApnsCredentials, type FcmCredentials, type Provider } from '../domain/credentials.ts';
 import { ProviderCredential } from '../db/entities.ts';

@@ -1,7 +1,8 @@
 // High-priority work first within a worker process. Queue priority orders what waits and the lane
 // has workers of its own (workers.ts), but a high-priority job that has started still shares the
-// process's one thread and its database connections with every normal job beside it (under a load,
-// its fanout took several times as long as idle: DESIGN.md §3). So while one runs, normal jobs wait
+// process's one thread and its database connections with every normal job beside it, and under a
+// load its fanout is written far slower than when idle (docs/DESIGN.md, "Priority lanes"). So while
+// one runs, normal jobs wait
 // before they start: the ones already running finish, no new one begins.
 
 /**

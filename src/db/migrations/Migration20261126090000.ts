@@ -10,9 +10,8 @@ export class Migration20261126090000 extends Migration {
     // user_id) alone, every page reads and sorts all of the user's rows (a shared test account can
     // have thousands); with the id in the key a page reads its own rows, in order. It replaces the
     // old index, whose one use (the fanout's lookup by user) it serves as well. The price: no
-    // deduplication of a user's entries, so it is larger (65 MB against 32 MB for a million
-    // installations of two per user). Built inside the migrations' transaction (CONCURRENTLY cannot
-    // be), so installation writes wait while it is built: 4 s per million installations here.
+    // deduplication of a user's entries, so it is larger. Built inside the migrations' transaction
+    // (CONCURRENTLY cannot be), so installation writes wait while it is built.
     this.addSql(`create index "installations_application_id_user_id_id_index" on "installations" ("application_id", "user_id", "id");`);
     this.addSql(`drop index "installations_application_id_user_id_index";`);
   }

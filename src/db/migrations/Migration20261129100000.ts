@@ -6,10 +6,10 @@ export class Migration20261129100000 extends Migration {
 
   override up(): void | Promise<void> {
     // Every delivery is inserted pending and updated once with its outcome, which adds a provider
-    // message id and two timestamps. At fillfactor 70 a page kept room for about 4 in 10 of its
-    // rows' updates: the rest left the page, writing all three indexes again (measured: 1,716 of
-    // 4,009 outcomes HOT). At 45 the updates of a page's rows fit in it (HOT: no index write), for
-    // about 1.5 times the table's size. Pages written from now on; older ones keep their room.
+    // message id and two timestamps. At fillfactor 70 a page kept room for only part of its rows'
+    // updates: the rest left the page, writing all three indexes again. At 45 the updates of a
+    // page's rows fit in it (HOT: no index write), for a larger table. Pages written from now on;
+    // older ones keep their room.
     this.addSql(`alter table "deliveries" set (fillfactor = 45);`);
   }
 

@@ -17,7 +17,7 @@ export type Certificate = { private: string; cert: string };
 export async function selfSignedCertificate(name: string, host: string): Promise<Certificate> {
   // A subject of its own: OpenSSL finds trust anchors by subject name, so two simulators' certificates
   // with the same subject in one CA file (HERALD_PROVIDER_CA_FILE) would hide each other.
-  // Imported here: the library and its X.509 stack (~20 MB resident) are for simulators only, and
+  // Imported here: the library and its X.509 stack are memory for simulators only, and
   // every `herald` command loads this module.
   const { generate } = await import('selfsigned');
   return generate([{ name: 'commonName', value: `Herald ${name} simulator ${randomBytes(6).toString('hex')}` }], {
