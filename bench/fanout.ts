@@ -199,7 +199,8 @@ async function waitCompleted(pool: pg.Pool, ids: string[], pollMs: number, alive
 type Outcome = { total: number; accepted: number; failed: number; skipped: number; pending: number; firstAccepted: number; lastAccepted: number; statuses: Record<string, number> };
 
 async function outcomes(pool: pg.Pool, ids: string[]): Promise<Outcome> {
-  // The counts are the statement the tests check the counters with (test/support/deliveries.ts); when the accepted pushes were recorded is the bench's.
+  // The counts are the statement the tests check the counters with (test/support/deliveries.ts);
+  // when the accepted pushes were recorded is the bench's.
   const perNotification = await deliveryCounts(new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) }), ids);
   const sum = (key: 'installations' | 'accepted' | 'failed' | 'skipped' | 'pending') =>
     perNotification.reduce((total, counts) => total + counts[key], 0);

@@ -20,15 +20,9 @@ import { readFileSync } from 'node:fs';
 import { sql, type Kysely } from 'kysely';
 import { migrate, openOrm } from '../src/db/orm.ts';
 import { newId } from '../src/db/ids.ts';
-import {
-  insertDeliveries,
-  openStatementPool,
-  readBatch,
-  recordResults,
-  startProcessing,
-  targetInstallations,
-  type NewDelivery,
-} from '../src/db/sql.ts';
+import { openStatementPool } from '../src/db/pools.ts';
+import { insertDeliveries, readBatch, recordResults, targetInstallations, type NewDelivery } from '../src/db/sql/deliveries.ts';
+import { startProcessing } from '../src/db/sql/notifications.ts';
 import { createApplication } from '../src/domain/applications.ts';
 import { loadConfig } from '../src/service/config.ts';
 import { createCleanups, fixed, integer, machineLine, median, positiveIntegerFromEnv, runBenchmark } from './support.ts';

@@ -1,6 +1,6 @@
 // Worker processes killed mid-fanout: nothing lost, nothing doubled, nothing left pending.
 import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
-import { deliveryCounts } from '../src/db/sql.ts';
+import { deliveryCounts } from './support/deliveries.ts';
 import { recountedStatistics } from './support/deliveries.ts';
 import { oneAtATime } from './support/one-at-a-time.ts';
 import { startHerald, type HeraldProcess } from './support/processes.ts';

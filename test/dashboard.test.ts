@@ -18,7 +18,7 @@ import type { Page } from 'playwright-core';
 import request from 'supertest';
 import { v7 as uuidv7 } from 'uuid';
 import { ApiToken } from '../src/db/entities.ts';
-import { insertDeliveries, recordResults, type DeliveryResult, type NewDelivery } from '../src/db/sql.ts';
+import { insertDeliveries, recordResults, type DeliveryResult, type NewDelivery } from '../src/db/sql/deliveries.ts';
 import { createToken, revokeToken } from '../src/domain/applications.ts';
 import { addWebhookEndpoint } from '../src/domain/webhooks.ts';
 import { parseToken } from '../src/domain/tokens.ts';

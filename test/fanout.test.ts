@@ -1,7 +1,7 @@
 // A sent notification reaching devices: fanout, skips, provider outcomes, retries, TTL,
 // invalidation, statistics and status, end to end through the real APNs and FCM clients.
 import request from 'supertest';
-import { targetInstallations } from '../src/db/sql.ts';
+import { targetInstallations } from '../src/db/sql/deliveries.ts';
 import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
 
 let pipeline: Pipeline;

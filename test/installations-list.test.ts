@@ -1,7 +1,7 @@
 // GET /api/v1/installations?user_id=…: a user's installations, newest registration first, a page at a
 // time, over HTTP against real Postgres with responses validated against the document.
 import request from 'supertest';
-import { invalidateInstallations } from '../src/db/sql.ts';
+import { invalidateInstallations } from '../src/db/sql/installations.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 
 let harness: Harness;

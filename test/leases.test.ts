@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { openStatementPool } from '../src/db/sql.ts';
+import { openStatementPool } from '../src/db/pools.ts';
 import { startLeases, type Leases } from '../src/worker/leases.ts';
 import { queues } from '../src/worker/queue.ts';
 import { startHarness, type Harness } from './support/harness.ts';

@@ -3,7 +3,7 @@
 // same statistics after it.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { openOrm, type Orm } from '../src/db/orm.ts';
-import { findNotificationRow } from '../src/db/sql.ts';
+import { findNotificationRow } from '../src/db/sql/notifications.ts';
 import { recountedStatistics } from './support/deliveries.ts';
 import { databaseUrl } from './support/harness.ts';
 import { createDatabase } from './support/seed.ts';

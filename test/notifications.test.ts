@@ -9,7 +9,7 @@ import {
   writingTransaction,
   zeroStatistics,
 } from './support/deliveries.ts';
-import { completeNotification } from '../src/db/sql.ts';
+import { completeNotification } from '../src/db/sql/notifications.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 
 let harness: Harness;

@@ -3,7 +3,8 @@
 // workers resume within about a second of the database answering again.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { watchDatabase } from '../src/db/outage.ts';
-import { openStatementPool, ping } from '../src/db/sql.ts';
+import { openStatementPool } from '../src/db/pools.ts';
+import { ping } from '../src/db/sql/infrastructure.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { databaseUrl } from './support/harness.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';

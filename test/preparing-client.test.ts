@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { openOrm } from '../src/db/orm.ts';
 import { PreparingClient } from '../src/db/preparing-client.ts';
-import { findToken, openStatementPool } from '../src/db/sql.ts';
+import { openStatementPool } from '../src/db/pools.ts';
+import { findToken } from '../src/db/sql/tokens.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { queues, startBoss } from '../src/worker/queue.ts';
 import { databaseUrl } from './support/harness.ts';
@@ -70,7 +71,7 @@ test("pg-boss's sessions plan generically, keeping the startup options DATABASE_
   }
 });
 
-// How the token read (db/sql.ts findToken) is prepared on the connection that runs this.
+// How the token read (db/sql/tokens.ts findToken) is prepared on the connection that runs this.
 const tokenReadPrepared = sql.raw<{ generic: number; custom: number; plans: string }>(
   `select generic_plans::int as generic, custom_plans::int as custom, current_setting('plan_cache_mode') as plans
      from pg_prepared_statements where statement like '%from api_tokens t join applications a%' and statement not like '%pg_prepared_statements%'`,

@@ -2,7 +2,7 @@
 // expiry), its pushes retried with a fresh client, and the credential shows the provider
 // unreachable meanwhile, without ever being called unhealthy (a network fault is not a bad key).
 import { ProviderCredential } from '../src/db/entities.ts';
-import { readBatch } from '../src/db/sql.ts';
+import { readBatch } from '../src/db/sql/deliveries.ts';
 import { createProviderClients } from '../src/worker/clients.ts';
 import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
 import { silentLogger } from './support/simulators.ts';

@@ -3,7 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import type { Logger } from '../logging/logger.ts';
-import { compiled, createDatabase, databaseExists } from './sql.ts';
+import { compiled } from './sql/execute.ts';
+import { createDatabase, databaseExists } from './sql/infrastructure.ts';
 
 export type EmbeddedDatabase = { url: string; stop(): Promise<void> };
 

@@ -128,7 +128,8 @@ export const NotificationSchema = defineEntity({
     processingStartedAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),
     // The statistics, moved by the same statements that move the delivery rows they count
-    // (db/sql.ts), so reading them never counts rows. Pending: installations less the others.
+    // (db/sql/deliveries.ts, db/sql/events.ts), so reading them never counts rows. Pending:
+    // installations less the others.
     usersCount: counter(),
     installationsCount: counter(),
     acceptedCount: counter(),

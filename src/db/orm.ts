@@ -7,7 +7,8 @@ import { Migrator } from '@mikro-orm/migrations';
 import pg from 'pg';
 import { entities } from './entities.ts';
 import { PreparingClient } from './preparing-client.ts';
-import { compiled, takeMigrationLock } from './sql.ts';
+import { compiled } from './sql/execute.ts';
+import { takeMigrationLock } from './sql/infrastructure.ts';
 
 const migrationsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 const migrationsGlob = import.meta.url.endsWith('.ts') ? '!(*.d).ts' : '*.js';

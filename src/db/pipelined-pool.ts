@@ -6,7 +6,8 @@
 // Each statement keeps its own answer or error; after an error the ones behind it fail as the
 // aborted transaction's (25P02), and the transaction rolls back.
 import type { RawBuilder } from 'kysely';
-import { compiled, openListenedPool, type StatementSession } from './sql.ts';
+import { openListenedPool } from './pools.ts';
+import { compiled, type StatementSession } from './sql/execute.ts';
 
 export type PipelinedSession = StatementSession & {
   /** A library's statement (pg-boss's `db` option), sent at once as well. */

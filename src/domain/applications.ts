@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { ApiToken, Application } from '../db/entities.ts';
 import { LRUCache } from 'lru-cache';
-import { findApplicationOverview, findToken, writeTokenLastUse, type CredentialHealthRow } from '../db/sql.ts';
+import { findApplicationOverview, findToken, writeTokenLastUse, type CredentialHealthRow } from '../db/sql/tokens.ts';
 import { unauthenticated } from './errors.ts';
 import { isUuid } from './ids.ts';
 import { providerOf, type Platform } from './platforms.ts';

@@ -2,13 +2,22 @@
 // notification leaves. Two steps make that hold without waiting on a stream of pushes:
 // 1. the status becomes `cancelled`, committed at once: a fanout not yet started never starts, and
 //    every chunk of pushes about to be handed to a provider sees it and stops (holdUncancelled);
-// 2. holding the notification's pushes (db/sql.ts lockPushes), which waits for the chunks being
-//    pushed at that moment to record their outcomes, the deliveries still pending end `skipped`,
-//    reason `cancelled`, and the notification ends, with its `notification.completed` webhook.
+// 2. holding the notification's pushes (db/sql/notifications.ts lockPushes), which waits for the
+//    chunks being pushed at that moment to record their outcomes, the deliveries still pending end
+//    `skipped`, reason `cancelled`, and the notification ends, with its `notification.completed`
+//    webhook.
 // A crash between the two leaves a cancelled notification unfinished: the next of its jobs to run
 // (its fanout, or a deliver batch) finishes step 2, and so does a repeated cancel.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { completeNotification, limitLockWait, lockPushes, markCancelled, skipPendingAsCancelled, type FinishedNotification, type NotificationRow } from '../db/sql.ts';
+import { skipPendingAsCancelled } from '../db/sql/deliveries.ts';
+import {
+  completeNotification,
+  limitLockWait,
+  lockPushes,
+  markCancelled,
+  type FinishedNotification,
+  type NotificationRow,
+} from '../db/sql/notifications.ts';
 import { conflict, notFound, unavailable } from './errors.ts';
 import { isUuid } from './ids.ts';
 import type { Logger } from '../logging/logger.ts';

@@ -13,7 +13,7 @@ import {
   writeWebhookSecrets,
   type SealedRow,
   type SealedWebhookSecrets,
-} from '../db/sql.ts';
+} from '../db/sql/credentials.ts';
 
 export type ApnsCredentials = {
   /** PEM of the .p8 signing key. */

@@ -3,9 +3,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { decodeCursor, toPage } from './cursor.ts';
 import { Delivery } from '../db/entities.ts';
-import { deliveryBreakdown, type BreakdownRow } from '../db/sql.ts';
+import { deliveryBreakdown, type BreakdownRow } from '../db/sql/deliveries.ts';
 import { findNotification } from './notifications.ts';
-import type { DeliveryRecord } from '../db/sql.ts';
+import type { DeliveryRecord } from '../db/sql/deliveries.ts';
 
 export type DeliveryView = components['schemas']['Delivery'];
 export type DeliveryFilter = { userId?: string; state?: DeliveryView['state']; platform?: DeliveryView['platform']; reason?: string };

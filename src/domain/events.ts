@@ -4,7 +4,7 @@ import type { components } from '../generated/api.ts';
 import { conflict, notFound, validationFailed } from './errors.ts';
 import { isUuid } from './ids.ts';
 import { dateTimeRange, instantOf } from './date-times.ts';
-import { findEvent, reportEvent, type EventRow, type FirstSeen } from '../db/sql.ts';
+import { findEvent, reportEvent, type EventRow, type FirstSeen } from '../db/sql/events.ts';
 import { eventReported, type WebhookOutbox } from './webhook-outbox.ts';
 
 type Schemas = components['schemas'];

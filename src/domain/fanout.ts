@@ -1,7 +1,7 @@
 // The rules of fanout and delivery, free of I/O so that they can be tested directly: who gets a
 // push, how long a push may wait, how retries back off, and what a notification ends as.
 import type { Notification } from '../db/entities.ts';
-import type { Candidate } from '../db/sql.ts';
+import type { Candidate } from '../db/sql/deliveries.ts';
 import type { PushContent } from './payloads.ts';
 
 export type SkipReason = 'permission_denied' | 'permission_not_determined' | 'no_credentials' | 'duplicate_identifier';

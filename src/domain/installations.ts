@@ -1,6 +1,7 @@
 // Installation rules: PUT is a full replace that keeps history fields, PATCH changes the user or
 // the permission, and another application's installation does not exist. Each write is one
-// statement (db/sql.ts upsertInstallation and patchInstallation state what they keep and move).
+// statement (db/sql/installations.ts: upsertInstallation and patchInstallation state what they
+// keep and move).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { decodeCursor, toPage } from './cursor.ts';
@@ -13,7 +14,7 @@ import {
   patchInstallation,
   upsertInstallation,
   type InstallationRow,
-} from '../db/sql.ts';
+} from '../db/sql/installations.ts';
 
 type Schemas = components['schemas'];
 export type InstallationInput = Schemas['InstallationPut'];

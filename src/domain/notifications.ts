@@ -8,7 +8,6 @@ import { decodeCursor, toPage } from './cursor.ts';
 import { addFieldError, conflict, fieldErrors, HttpError, notFound, validationFailed, type FieldErrors } from './errors.ts';
 import { jobPriority } from './fanout.ts';
 import {
-  deleteExpiredKeys,
   findKey,
   findNotificationRow,
   findUnexpiredKey,
@@ -18,7 +17,8 @@ import {
   type KeyClaim,
   type KeyRow,
   type NotificationRow,
-} from '../db/sql.ts';
+} from '../db/sql/notifications.ts';
+import { deleteExpiredKeys } from '../db/sql/retention.ts';
 import { observed, type PipelinedPool, type PipelinedSession } from '../db/pipelined-pool.ts';
 import type { Logger } from '../logging/logger.ts';
 import { notificationFinished } from '../observability/metrics.ts';

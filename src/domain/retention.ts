@@ -7,7 +7,13 @@
 // `batchSize` rows, so no row lock a send or an event could wait on is held for long, and a run
 // stops at its time budget; the next run carries on where it stopped.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { deleteDeliveriesOf, deleteExpiredWebhookDeliveries, deleteExpiredWebhookEvents, deleteNotifications, pickExpired } from '../db/sql.ts';
+import {
+  deleteDeliveriesOf,
+  deleteExpiredWebhookDeliveries,
+  deleteExpiredWebhookEvents,
+  deleteNotifications,
+  pickExpired,
+} from '../db/sql/retention.ts';
 import { deleteExpiredIdempotencyKeys } from './notifications.ts';
 
 export type RetentionOptions = {

@@ -5,7 +5,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { WebhookEndpoint, webhookEventTypes } from '../db/entities.ts';
-import { webhookDeliveryRows, type NewWebhookEvent, type WebhookDeliveryRow, type WebhookTarget } from '../db/sql.ts';
+import { webhookDeliveryRows, type NewWebhookEvent, type WebhookDeliveryRow, type WebhookTarget } from '../db/sql/webhooks.ts';
 import { openWebhookSecret, sealWebhookSecret } from './credentials.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { notFound } from './errors.ts';

@@ -1,7 +1,7 @@
 // Counts sends against an application's policy: a fixed window per application, counted in
 // Postgres so that every API process shares it (rate-limiter-flexible's Postgres store).
 import { RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
-import { openListenedPool } from '../db/sql.ts';
+import { openListenedPool } from '../db/pools.ts';
 import type { SendPolicy } from '../domain/rate-limits.ts';
 
 export type SendAllowance = SendPolicy & { allowed: boolean; remaining: number; resetSeconds: number };

@@ -7,7 +7,7 @@ import type { Config } from './config.ts';
 import { openDatabase, resolveCredentialsKey, type Database } from './storage.ts';
 import { watchDatabase } from '../db/outage.ts';
 import { openPipelinedPool, type PipelinedPool } from '../db/pipelined-pool.ts';
-import { ping } from '../db/sql.ts';
+import { ping } from '../db/sql/infrastructure.ts';
 import { tokenCacheMs } from '../domain/applications.ts';
 import { assertCredentialsReadable, upgradeSealedCredentials } from '../domain/credentials.ts';
 import { openSendLimiter, type SendLimiter } from '../http/send-limiter.ts';

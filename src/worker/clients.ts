@@ -8,7 +8,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { openCredential, type ApnsCredentials, type FcmCredentials, type Provider } from '../domain/credentials.ts';
 import { ProviderCredential } from '../db/entities.ts';
-import type { CredentialVersion } from '../db/sql.ts';
+import type { CredentialVersion } from '../db/sql/deliveries.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { ProviderEndpoints, PushProvider } from '../providers/provider.ts';
 

@@ -34,33 +34,32 @@ import { providerOf } from '../domain/platforms.ts';
 import { reportNotificationEnd, type FanoutJob } from '../domain/notifications.ts';
 import { deliveriesFailed, installationsInvalidated, notificationCompleted, type WebhookOutbox } from '../domain/webhook-outbox.ts';
 import { placement, queues } from './queue.ts';
+import { markCredentialHealthy, markCredentialUnhealthy, markCredentialUnreachable } from '../db/sql/credentials.ts';
 import {
   claimPending,
   countAttempts,
-  completeNotifications,
-  holdUncancelled,
   insertDeliveries,
-  invalidateInstallations,
-  markCredentialHealthy,
-  markCredentialUnhealthy,
-  markCredentialUnreachable,
-  notificationProgress,
-  recipientCounts,
   readBatch,
   recordResults,
-  startProcessing,
   targetInstallations,
   type Candidate,
   type ClaimedDelivery,
   type DeliveryResult,
-  type FannedNotification,
-  type FinishedNotification,
-  type Invalidation,
   type MovedCount,
   type NewDelivery,
   type PushedNotification,
+} from '../db/sql/deliveries.ts';
+import { invalidateInstallations, type Invalidation } from '../db/sql/installations.ts';
+import {
+  completeNotifications,
+  holdUncancelled,
+  notificationProgress,
+  recipientCounts,
+  startProcessing,
+  type FannedNotification,
+  type FinishedNotification,
   unfinishedCancels,
-} from '../db/sql.ts';
+} from '../db/sql/notifications.ts';
 
 /**
  * Pushes to make on one platform for one application: pending deliveries of one notification, or

@@ -6,16 +6,9 @@
 import { randomInt } from 'node:crypto';
 import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
-import {
-  compiled,
-  dropLeases,
-  holdersWithoutLock,
-  openStatementPool,
-  releaseLeases,
-  takeHolderLock,
-  takeLeases,
-  type TakenLease,
-} from '../db/sql.ts';
+import { openStatementPool } from '../db/pools.ts';
+import { compiled } from '../db/sql/execute.ts';
+import { dropLeases, holdersWithoutLock, releaseLeases, takeHolderLock, takeLeases, type TakenLease } from '../db/sql/leases.ts';
 import type { Logger } from '../logging/logger.ts';
 
 export type Leases = {

@@ -12,7 +12,7 @@ import {
   type ClaimedWebhookDelivery,
   type WebhookAttemptResult,
   type WebhookTarget,
-} from '../db/sql.ts';
+} from '../db/sql/webhooks.ts';
 import type { WebhookAttempt } from '../db/entities.ts';
 import type { WebhookJob } from '../domain/webhook-outbox.ts';
 import { describeSeconds, signatureHeader, signingSecrets, webhookBody, webhookRetryDelaySeconds } from '../domain/webhooks.ts';

@@ -13,6 +13,7 @@ async function boundaryErrors(filePath: string, code: string): Promise<string[]>
 describe('layers', () => {
   it.each([
     ['src/db/upward.ts', "import { Notification } from '../domain/notifications.ts';"],
+    ['src/db/sql/upward.ts', "import { jobPriority } from '../../domain/fanout.ts';"],
     ['src/domain/upward.ts', "import { fanoutQueue } from '../worker/queue.ts';"],
     ['src/domain/upward.ts', "import type { PushProvider } from '../providers/provider.ts';"],
     ['src/providers/upward.ts', "import { startWorkers } from '../worker/workers.ts';"],
@@ -32,6 +33,7 @@ describe('layers', () => {
     ['src/providers/down.ts', "import { entities } from '../db/entities.ts';"],
     ['src/domain/down.ts', "import { entities } from '../db/entities.ts';"],
     ['src/db/down.ts', "import type { Logger } from '../logging/logger.ts';"],
+    ['src/db/sql/down.ts', "import { arrayLiteral } from '../array-literal.ts';"],
     ['src/http/down.ts', "import { httpRequest } from '../observability/metrics.ts';"],
   ])('%s may %s', async (filePath, code) => {
     expect(await boundaryErrors(filePath, `${code}\nexport {};\n`)).toEqual([]);

@@ -1,5 +1,5 @@
 // The fanout's rules without I/O: eligibility, expiry, backoff and the final status.
-import type { Candidate } from '../../src/db/sql.ts';
+import type { Candidate } from '../../src/db/sql/deliveries.ts';
 import { classify, expiresAt, finalStatus, mayAttempt, retryDelaySeconds } from '../../src/domain/fanout.ts';
 
 const candidate = (overrides: Partial<Candidate>): Candidate => ({

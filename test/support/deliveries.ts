@@ -1,8 +1,11 @@
 // Database helpers for tests: delivery rows in a given state without running a fanout, and small
 // queries on the tables and on the job queue. Everything goes to the real database.
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { arrayLiteral } from '../../src/db/array-literal.ts';
 import type { Orm } from '../../src/db/orm.ts';
-import { deliveryCounts, insertDeliveries, recordResults } from '../../src/db/sql.ts';
+import { insertDeliveries, recordResults } from '../../src/db/sql/deliveries.ts';
+import { rows, type Db } from '../../src/db/sql/execute.ts';
 import type { Harness } from './harness.ts';
 
 export type DeliveryState = 'pending' | 'accepted' | 'failed' | 'skipped';
@@ -123,8 +126,47 @@ export async function setInstallationLastSeen(orm: Orm, installationRowId: strin
 /** A notification's statistics before anything happened to it. */
 export const zeroStatistics = { users: 0, installations: 0, accepted: 0, received: 0, displayed: 0, opened: 0, failed: 0, skipped: 0 };
 
+export type DeliveryCounts = {
+  notificationId: string;
+  users: number;
+  installations: number;
+  pending: number;
+  accepted: number;
+  failed: number;
+  skipped: number;
+  received: number;
+  displayed: number;
+  opened: number;
+};
+
 /**
- * A notification's statistics counted from its delivery rows (db/sql.ts deliveryCounts), in the
+ * A notification's deliveries counted from the rows, by state and by first event: what the
+ * counters on the notification (kept by insertDeliveries, recordResults and reportEvent) must
+ * always equal; tests and benchmarks check them with it. Notifications without deliveries are absent.
+ */
+export async function deliveryCounts(db: Db, notificationIds: string[]): Promise<DeliveryCounts[]> {
+  if (notificationIds.length === 0) return [];
+  return rows(
+    db,
+    sql<DeliveryCounts>`
+      select notification_id as "notificationId",
+             count(distinct user_id)::int as users,
+             count(*)::int as installations,
+             (count(*) filter (where state = 'pending'))::int as pending,
+             (count(*) filter (where state = 'accepted'))::int as accepted,
+             (count(*) filter (where state = 'failed'))::int as failed,
+             (count(*) filter (where state = 'skipped'))::int as skipped,
+             count(received_at)::int as received,
+             count(displayed_at)::int as displayed,
+             count(opened_at)::int as opened
+        from deliveries
+       where notification_id = any(${arrayLiteral(notificationIds)}::uuid[])
+       group by notification_id`,
+  );
+}
+
+/**
+ * A notification's statistics counted from its delivery rows (deliveryCounts), in the
  * API's shape: what the counters on the notification must equal.
  */
 export async function recountedStatistics(orm: Orm, notificationId: string) {

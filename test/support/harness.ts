@@ -8,7 +8,7 @@ import { createApplication, createToken } from '../../src/domain/applications.ts
 import type { SendPolicy } from '../../src/domain/rate-limits.ts';
 import { openSendLimiter } from '../../src/http/send-limiter.ts';
 import { watchDatabase } from '../../src/db/outage.ts';
-import { ping } from '../../src/db/sql.ts';
+import { ping } from '../../src/db/sql/infrastructure.ts';
 import { fanoutQueue, startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
 import { createWebhookOutbox, type WebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { createApp } from '../../src/http/app.ts';

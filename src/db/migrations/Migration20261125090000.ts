@@ -6,7 +6,7 @@ export class Migration20261125090000 extends Migration {
 
   override up(): void | Promise<void> {
     // A notification's statistics as counters on its row, moved by the statement that moves the
-    // delivery rows they count (db/sql.ts), so reading them costs the same for 5 or 5,000
+    // delivery rows they count (db/sql/deliveries.ts), so reading them costs the same for 5 or 5,000
     // deliveries. Pending is what the others leave of installations_count.
     this.addSql(`alter table "notifications"
       add column "users_count" int not null default 0,

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import type { Orm } from '../../db/orm.ts';
 import type { OutageWatch } from '../../db/outage.ts';
-import { ping } from '../../db/sql.ts';
+import { ping } from '../../db/sql/infrastructure.ts';
 
 export function systemRouter(orm: Orm, document: object, outage: OutageWatch): Router {
   const router = Router();

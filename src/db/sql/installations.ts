@@ -1,0 +1,156 @@
+// Installations: a client's registration (PUT, PATCH), its reads, and a provider's invalidations.
+import { sql } from 'kysely';
+import type { components } from '../../generated/api.ts';
+import { arrayLiteral } from '../array-literal.ts';
+import type { DeviceDetails } from '../entities.ts';
+import { newId } from '../ids.ts';
+import { type Db, asDate, rows } from './execute.ts';
+
+export type InstallationRow = {
+  id: string;
+  installationId: string;
+  platform: components['schemas']['Platform'];
+  providerIdentifier: string;
+  status: components['schemas']['Installation']['status'];
+  permission: components['schemas']['Permission'];
+  userId: string | null;
+  device: DeviceDetails;
+  registeredAt: Date;
+  lastSeenAt: Date;
+  identifierUpdatedAt: Date;
+  permissionUpdatedAt: Date;
+  invalidatedAt: Date | null;
+  invalidReason: string | null;
+};
+
+const installationColumns = sql`
+  id, installation_id as "installationId", platform, provider_identifier as "providerIdentifier", status, permission,
+  user_id as "userId", device, registered_at as "registeredAt", last_seen_at as "lastSeenAt",
+  identifier_updated_at as "identifierUpdatedAt", permission_updated_at as "permissionUpdatedAt",
+  invalidated_at as "invalidatedAt", invalid_reason as "invalidReason"`;
+
+const installationRow = (row: InstallationRow): InstallationRow => ({
+  ...row,
+  registeredAt: asDate(row.registeredAt),
+  lastSeenAt: asDate(row.lastSeenAt),
+  identifierUpdatedAt: asDate(row.identifierUpdatedAt),
+  permissionUpdatedAt: asDate(row.permissionUpdatedAt),
+  invalidatedAt: row.invalidatedAt && asDate(row.invalidatedAt),
+});
+
+export type InstallationKey = { applicationId: string; installationId: string };
+export type InstallationReplacement = Pick<InstallationRow, 'platform' | 'providerIdentifier' | 'permission' | 'userId' | 'device'>;
+
+/**
+ * A PUT, in one statement: a full replace of what the client gives that keeps `registered_at`,
+ * moves `identifier_updated_at` and `permission_updated_at` only when those values change, and
+ * keeps an installation a provider invalidated invalid unless the identifier is new (the app got
+ * a fresh token). Concurrent first registrations meet on the unique key: one creates, the others
+ * replace. `created`: no row existed (xmax is 0 on a freshly inserted row version).
+ */
+export async function upsertInstallation(
+  db: Db,
+  key: InstallationKey,
+  replacement: InstallationReplacement,
+  now: Date,
+): Promise<{ installation: InstallationRow; created: boolean }> {
+  const [row] = await rows(
+    db,
+    sql<InstallationRow & { created: boolean }>`
+      insert into installations as i
+        (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
+         registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason)
+      values (${newId()}, ${key.applicationId}, ${key.installationId}, ${replacement.platform}, ${replacement.providerIdentifier},
+              'active', ${replacement.permission}, ${replacement.userId}, ${JSON.stringify(replacement.device)}::jsonb,
+              ${now}, ${now}, ${now}, ${now}, null, null)
+      on conflict (application_id, installation_id) do update set
+        platform = excluded.platform, provider_identifier = excluded.provider_identifier, permission = excluded.permission,
+        user_id = excluded.user_id, device = excluded.device, last_seen_at = excluded.last_seen_at,
+        identifier_updated_at = case when i.provider_identifier = excluded.provider_identifier then i.identifier_updated_at else excluded.identifier_updated_at end,
+        permission_updated_at = case when i.permission = excluded.permission then i.permission_updated_at else excluded.permission_updated_at end,
+        status = case when i.provider_identifier = excluded.provider_identifier then i.status else 'active' end,
+        invalidated_at = case when i.provider_identifier = excluded.provider_identifier then i.invalidated_at end,
+        invalid_reason = case when i.provider_identifier = excluded.provider_identifier then i.invalid_reason end
+      returning ${installationColumns}, (xmax = 0) as created`,
+  );
+  const { created, ...installation } = row;
+  return { installation: installationRow(installation), created };
+}
+
+export type InstallationPatch = { userId?: string | null; permission?: InstallationRow['permission'] };
+
+/** A PATCH: the user as given (null detaches it), and `permission_updated_at` only on a new permission. */
+export async function patchInstallation(db: Db, key: InstallationKey, patch: InstallationPatch, now: Date): Promise<InstallationRow | undefined> {
+  const permission = patch.permission ?? null;
+  const [row] = await rows(
+    db,
+    sql<InstallationRow>`
+      update installations i set
+        user_id = ${patch.userId === undefined ? sql`i.user_id` : sql`${patch.userId}`},
+        permission = coalesce(${permission}, i.permission),
+        permission_updated_at = case when ${permission}::text is distinct from i.permission::text and ${permission}::text is not null
+                                     then ${now} else i.permission_updated_at end,
+        last_seen_at = ${now}
+       where application_id = ${key.applicationId} and installation_id = ${key.installationId}
+      returning ${installationColumns}`,
+  );
+  return row && installationRow(row);
+}
+
+export async function findInstallationRow(db: Db, key: InstallationKey): Promise<InstallationRow | undefined> {
+  const [row] = await rows(
+    db,
+    sql<InstallationRow>`select ${installationColumns} from installations where application_id = ${key.applicationId} and installation_id = ${key.installationId}`,
+  );
+  return row && installationRow(row);
+}
+
+/**
+ * A user's installations, newest registration first, after the cursor's id: the row id is a
+ * UUIDv7 made at the first registration (a replace keeps it), so id order is registration order.
+ * The (application_id, user_id, id) index gives a page in order, however many the user has.
+ */
+export async function listUserInstallationRows(
+  db: Db,
+  applicationId: string,
+  userId: string,
+  page: { limit: number; before?: string },
+): Promise<InstallationRow[]> {
+  const before = page.before === undefined ? sql`` : sql`and id < ${page.before}`;
+  const found = await rows(
+    db,
+    sql<InstallationRow>`
+      select ${installationColumns} from installations
+       where application_id = ${applicationId} and user_id = ${userId} ${before}
+       order by id desc limit ${page.limit}`,
+  );
+  return found.map(installationRow);
+}
+
+export type Invalidation = { installationRowId: string; providerIdentifier: string; reason: string; providerTimestamp: Date | null };
+
+/**
+ * Invalidates installations whose identifier the provider declared dead, unless the device has
+ * registered a new one since: the identifier must still be the one we sent to, and a provider's
+ * date (APNs dates its 410: when it found the token invalid) older than the last identifier change
+ * concerns an identifier the device has replaced, so it is stale. A report without a date (FCM,
+ * APNs's other reasons) is never stale. Returns the installations it invalidated, as they now are.
+ */
+export async function invalidateInstallations(db: Db, invalidations: Invalidation[]): Promise<InstallationRow[]> {
+  if (invalidations.length === 0) return [];
+  const invalidated = await rows(
+    db,
+    sql<InstallationRow>`
+      update installations i
+         set status = 'invalid', invalidated_at = now(), invalid_reason = v.reason
+        from unnest(${arrayLiteral(invalidations.map((v) => v.installationRowId))}::uuid[],
+                    ${arrayLiteral(invalidations.map((v) => v.providerIdentifier))}::text[],
+                    ${arrayLiteral(invalidations.map((v) => v.reason))}::text[],
+                    ${arrayLiteral(invalidations.map((v) => v.providerTimestamp?.toISOString() ?? null))}::timestamptz[])
+          as v(row_id, sent_identifier, reason, provider_timestamp)
+       where i.id = v.row_id and i.status = 'active' and i.provider_identifier = v.sent_identifier
+         and (v.provider_timestamp is null or v.provider_timestamp >= i.identifier_updated_at)
+      returning ${installationColumns}`,
+  );
+  return invalidated.map(installationRow);
+}

@@ -1,0 +1,129 @@
+// Retention: what has been kept past its horizon, deleted in short batches.
+import { sql } from 'kysely';
+import { arrayLiteral } from '../array-literal.ts';
+import { type Db, rows } from './execute.ts';
+
+/**
+ * The notifications that ended longest ago, before the horizon (at most `reading`), as many as make
+ * about a batch of deliveries: a notification has about one delivery per target user's
+ * installation, so they are taken until their target users add up to a batch (at least one). The
+ * deliveries of one pick then take a few statements, none of which walks back over the index
+ * entries of many notifications already emptied. The completed_at index gives them in order.
+ */
+export async function pickExpired(db: Db, options: { retentionDays: number; batchSize: number; reading: number }): Promise<string[]> {
+  const picked = await rows(
+    db,
+    sql<{ id: string }>`
+      select id from (
+        select id, sum(cardinality(user_ids)) over (order by completed_at rows unbounded preceding) - cardinality(user_ids) as before
+          from notifications
+         where completed_at < now() - make_interval(days => ${options.retentionDays})
+         order by completed_at
+         limit ${options.reading}
+      ) picked
+      where before < ${options.batchSize}`,
+  );
+  return picked.map((row) => row.id);
+}
+
+/**
+ * Up to a batch of these notifications' deliveries, with their events (their foreign key cascades
+ * too, but this way they are deleted as a set and counted). The ids are passed on as one array so
+ * that both deletes probe their index, whatever the planner guesses of a CTE's size.
+ */
+export async function deleteDeliveriesOf(db: Db, notificationIds: string[], batchSize: number): Promise<{ deliveries: number; events: number }> {
+  const [counts] = await rows(
+    db,
+    sql<{ deliveries: number; events: number }>`
+      with doomed as (
+        select array(select id from deliveries where notification_id = any(${arrayLiteral(notificationIds)}::uuid[]) limit ${batchSize}) as ids
+      ), events as (
+        delete from delivery_events where delivery_id = any((select ids from doomed)::uuid[]) returning 1
+      ), gone as (
+        delete from deliveries where id = any((select ids from doomed)::uuid[]) returning 1
+      )
+      select (select count(*) from gone)::int as deliveries, (select count(*) from events)::int as events`,
+  );
+  return counts;
+}
+
+/**
+ * The notifications themselves and any key still naming one. Only those with no delivery left
+ * (the budget ran out before all were deleted): deliveries have no foreign key to cascade through,
+ * and a notification is never deleted before them.
+ */
+export async function deleteNotifications(db: Db, notificationIds: string[]): Promise<{ notifications: number; idempotencyKeys: number }> {
+  const [counts] = await rows(
+    db,
+    sql<{ notifications: number; idempotencyKeys: number }>`
+      with doomed as (
+        select n.id from notifications n
+         where n.id = any(${arrayLiteral(notificationIds)}::uuid[])
+           and not exists (select 1 from deliveries d where d.notification_id = n.id)
+      ), keys as (
+        delete from idempotency_keys k using doomed where k.notification_id = doomed.id returning 1
+      ), gone as (
+        delete from notifications n using doomed where n.id = doomed.id returning 1
+      )
+      select (select count(*) from gone)::int as notifications, (select count(*) from keys)::int as "idempotencyKeys"`,
+  );
+  return counts;
+}
+
+/**
+ * Keys past the window no longer protect anything; claiming one takes it over anyway. At most
+ * `limit` of them (retention deletes in short batches). The outer `created_at` condition is checked
+ * again on a key a concurrent send has just taken over (which renews it): that one stays.
+ */
+export async function deleteExpiredKeys(db: Db, windowHours: number, limit: number): Promise<number> {
+  const [{ count }] = await rows(
+    db,
+    sql<{ count: number }>`
+      with gone as (
+        delete from idempotency_keys
+         where id in (select id from idempotency_keys where created_at < now() - make_interval(hours => ${windowHours}) limit ${limit})
+           and created_at < now() - make_interval(hours => ${windowHours})
+        returning 1
+      )
+      select count(*)::int as count from gone`,
+  );
+  return count;
+}
+
+/**
+ * Retention: up to `limit` finished webhook deliveries of events created before the horizon. A
+ * delivery still pending stays (a retry window longer than the retention), and so does its event.
+ */
+export async function deleteExpiredWebhookDeliveries(db: Db, retentionDays: number, limit: number): Promise<number> {
+  const [{ count }] = await rows(
+    db,
+    sql<{ count: number }>`
+      with gone as (
+        delete from webhook_deliveries where id in (
+          select d.id from webhook_events e join webhook_deliveries d on d.event_id = e.id
+           where e.created_at < now() - make_interval(days => ${retentionDays}) and d.state <> 'pending'
+           order by e.created_at limit ${limit})
+        returning 1
+      )
+      select count(*)::int as count from gone`,
+  );
+  return count;
+}
+
+/** Retention, after the deliveries: up to `limit` webhook events created before the horizon that have none left. */
+export async function deleteExpiredWebhookEvents(db: Db, retentionDays: number, limit: number): Promise<number> {
+  const [{ count }] = await rows(
+    db,
+    sql<{ count: number }>`
+      with gone as (
+        delete from webhook_events where id in (
+          select e.id from webhook_events e
+           where e.created_at < now() - make_interval(days => ${retentionDays})
+             and not exists (select 1 from webhook_deliveries d where d.event_id = e.id)
+           order by e.created_at limit ${limit})
+        returning 1
+      )
+      select count(*)::int as count from gone`,
+  );
+  return count;
+}
