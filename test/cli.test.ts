@@ -1,24 +1,44 @@
-// The herald CLI as an operator runs it: a real process against the run's database.
+// The herald CLI as an operator runs it, against the run's database: each command run in this
+// process (runCli, as main.ts runs it), its output and exit code read as a shell would; the
+// commands that only a process of their own can show (its exit code, a closed pipe, a simulator
+// running until a signal) are spawned.
 import { execFile } from 'node:child_process';
-import { jest } from '@jest/globals';
+import { Readable, Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import request from 'supertest';
+import { runCli } from '../src/cli/program.ts';
 import { createToken } from '../src/domain/applications.ts';
 import { databaseUrl, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
-// Every command is a process of its own that opens the database and checks its migrations (about
-// 3 s here, several times that beside a full parallel suite); a test runs up to 13 of them.
-jest.setTimeout(120_000);
 
+/** What a command printed; it rejects, as execFile does, with its exit code and stderr when that is not 0. */
 async function heraldWith(env: Record<string, string>, ...args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, ['src/cli/main.ts', ...args], {
-    env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'warn', ...env },
+  return heraldReading('', env, ...args);
+}
+
+async function heraldReading(stdin: string, env: Record<string, string>, ...args: string[]): Promise<string> {
+  const collected = { stdout: '', stderr: '' };
+  const into = (name: keyof typeof collected) =>
+    new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        collected[name] += chunk.toString();
+        done();
+      },
+    });
+  const code = await runCli(args, {
+    env: { DATABASE_URL: databaseUrl(), LOG_LEVEL: 'warn', ...env },
+    streams: { stdout: into('stdout'), stderr: into('stderr'), stdin: Readable.from([stdin]) },
   });
-  return stdout;
+  if (code !== 0) throw Object.assign(new Error(`herald ${args.join(' ')} exited with ${code}`), { code, ...collected });
+  return collected.stdout;
 }
 
 const herald = (...args: string[]) => heraldWith({}, ...args);
+
+/** The CLI as its own process (bin/herald runs this entry point). */
+const spawnedHerald = (env: Record<string, string>, ...args: string[]) =>
+  run(process.execPath, ['src/cli/main.ts', ...args], { env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'warn', ...env } });
 
 let harness: Harness;
 beforeAll(async () => {
@@ -75,7 +95,8 @@ test('an unknown application is a clear error, not a stack trace', async () => {
 });
 
 test('an empty HERALD_CREDENTIALS_KEY stops every command at start, with the form it expects', async () => {
-  await expect(heraldWith({ HERALD_CREDENTIALS_KEY: '' }, 'apps', 'list')).rejects.toMatchObject({
+  // A process of its own: its exit code is the process's.
+  await expect(spawnedHerald({ HERALD_CREDENTIALS_KEY: '' }, 'apps', 'list')).rejects.toMatchObject({
     code: 2,
     stderr: expect.stringContaining('HERALD_CREDENTIALS_KEY: set but empty; unset it, or set it to 32 random bytes in base64'),
   });
@@ -274,11 +295,8 @@ test('rotate-key re-encrypts every credential under the new key, or changes noth
     expect(await opened(keyB)).toEqual([apns, fcm]);
     await expect(opened(keyA)).rejects.toThrow(/HERALD_CREDENTIALS_KEY is not the key they were sealed with/);
 
-    const child = run(process.execPath, ['src/cli/main.ts', 'credentials', 'rotate-key', '--new-key-stdin'], {
-      env: { PATH: process.env.PATH, DATABASE_URL: url, LOG_LEVEL: 'warn', HERALD_CREDENTIALS_KEY: keyB.toString('base64') },
-    });
-    child.child.stdin!.end(`${keyD.toString('base64')}\n`);
-    expect((await child).stdout).toContain('Re-encrypted 2 stored credential(s)');
+    const fromStdin = heraldReading(`${keyD.toString('base64')}\n`, { DATABASE_URL: url, HERALD_CREDENTIALS_KEY: keyB.toString('base64') }, 'credentials', 'rotate-key', '--new-key-stdin');
+    expect(await fromStdin).toContain('Re-encrypted 2 stored credential(s)');
     expect(await opened(keyD)).toEqual([apns, fcm]);
   } finally {
     await orm.close();

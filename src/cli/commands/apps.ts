@@ -4,7 +4,7 @@ import type { Config } from '../../service/config.ts';
 import { createApplication, listApplications } from '../../domain/applications.ts';
 import { setSendPolicy } from '../../domain/rate-limits.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { out, requireApplication, withDatabase } from './common.ts';
+import { requireApplication, withDatabase, type CommandIo } from './common.ts';
 
 function positiveInteger(value: string): number {
   const parsed = Number(value);
@@ -12,7 +12,7 @@ function positiveInteger(value: string): number {
   return parsed;
 }
 
-export function addAppsCommands(program: Command, config: Config, logger: Logger): void {
+export function addAppsCommands(program: Command, config: Config, logger: Logger, { out }: CommandIo): void {
   const apps = program.command('apps').description('manage applications');
   apps
     .command('create')

@@ -1,4 +1,5 @@
 // What the command groups share: printing results, reading a port, and admin commands' database access.
+import type { Readable } from 'node:stream';
 import { InvalidArgumentError } from 'commander';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../service/config.ts';
@@ -6,7 +7,8 @@ import { findApplication } from '../../domain/applications.ts';
 import type { Logger } from '../../logging/logger.ts';
 import { openDatabase, resolveCredentialsKey } from '../../service/storage.ts';
 
-export const out = (line = '') => process.stdout.write(`${line}\n`);
+/** Where a command prints its results and reads its input: the process's streams, or a test's. */
+export type CommandIo = { out: (line?: string) => void; stdin: Readable };
 
 export function port(value: string): number {
   const parsed = Number(value);

@@ -1,6 +1,7 @@
 // `herald credentials`: store an application's APNs and FCM credentials, show them, and rotate the
 // key they are encrypted with.
 import { readFileSync } from 'node:fs';
+import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import type { Config } from '../../service/config.ts';
 import {
@@ -12,15 +13,15 @@ import {
 } from '../../domain/credentials.ts';
 import { credentialsKeyForm, decodeCredentialsKey } from '../../domain/credentials-key.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { out, requireApplication, requireCredentialsKey, withDatabase } from './common.ts';
+import { requireApplication, requireCredentialsKey, withDatabase, type CommandIo } from './common.ts';
 
-async function readStdin(): Promise<string> {
+async function readAll(stdin: Readable): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  for await (const chunk of stdin) chunks.push(Buffer.from(chunk as Buffer | string));
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export function addCredentialsCommands(program: Command, config: Config, logger: Logger): void {
+export function addCredentialsCommands(program: Command, config: Config, logger: Logger, { out, stdin }: CommandIo): void {
   const credentials = program.command('credentials').description("manage an application's APNs and FCM credentials");
   const keyFor = () => requireCredentialsKey(config, 'provider credentials');
   credentials
@@ -86,7 +87,7 @@ export function addCredentialsCommands(program: Command, config: Config, logger:
       // Not the zero-config key file: the operator names the key being replaced.
       const currentKey = credentialsKey(config.HERALD_CREDENTIALS_KEY);
       if (!currentKey) throw new Error('HERALD_CREDENTIALS_KEY is not set: set it to the key the credentials are stored with.');
-      const given = options.newKeyFile ? readFileSync(options.newKeyFile, 'utf8') : await readStdin();
+      const given = options.newKeyFile ? readFileSync(options.newKeyFile, 'utf8') : await readAll(stdin);
       // Only the line end that `openssl rand -base64 32 > file` or `echo` adds is forgiven.
       const newKey = decodeCredentialsKey(given.replace(/\r?\n$/, ''));
       if (!newKey) throw new Error(`The new key must be ${credentialsKeyForm}; nothing was re-encrypted.`);

@@ -2,9 +2,9 @@
 import type { Command } from 'commander';
 import type { Config } from '../../service/config.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { out, withDatabase } from './common.ts';
+import { withDatabase, type CommandIo } from './common.ts';
 
-export function addMigrateCommand(program: Command, config: Config, logger: Logger): void {
+export function addMigrateCommand(program: Command, config: Config, logger: Logger, { out }: CommandIo): void {
   program
     .command('migrate')
     .description('apply pending database migrations and exit')

@@ -5,9 +5,10 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../../service/config.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { out, port } from './common.ts';
+import { port, type CommandIo } from './common.ts';
 
 type RunOptions = { api: boolean; worker: boolean; demo: boolean; simulate: boolean };
+type Print = CommandIo['out'];
 
 /**
  * Runs every thread of this process at `nice`. On Linux a nice value is per thread, and V8's own
@@ -41,7 +42,7 @@ const exitCodes = { clean: 0, failed: 1, jobsHandedBack: 3, shutdownTimedOut: 4 
 /** After the grace period: closing pools and the embedded Postgres. */
 const closeAllowanceMs = 3000;
 
-export function addServiceCommands(program: Command, config: Config, logger: Logger): void {
+export function addServiceCommands(program: Command, config: Config, logger: Logger, { out }: CommandIo): void {
   const withPort = (options: { port?: number }) => (options.port === undefined ? config : { ...config, PORT: options.port });
   program
     .command('start')
@@ -51,7 +52,7 @@ export function addServiceCommands(program: Command, config: Config, logger: Log
     .option('--no-simulate', "send to Apple's and Google's real endpoints")
     .action(async (options: { port?: number; simulate?: boolean }) => {
       const simulate = options.simulate ?? !config.DATABASE_URL;
-      await run(withPort(options), logger, { api: true, worker: true, demo: true, simulate });
+      await run(withPort(options), logger, out, { api: true, worker: true, demo: true, simulate });
     });
 
   program
@@ -59,7 +60,7 @@ export function addServiceCommands(program: Command, config: Config, logger: Log
     .description('run the HTTP API only')
     .option('-p, --port <port>', 'HTTP port (default: PORT or 3000)', port)
     .action(async (options: { port?: number }) => {
-      await run(withPort(options), logger, { api: true, worker: false, demo: false, simulate: false });
+      await run(withPort(options), logger, out, { api: true, worker: false, demo: false, simulate: false });
     });
 
   program
@@ -67,11 +68,11 @@ export function addServiceCommands(program: Command, config: Config, logger: Log
     .description('run the fanout workers only')
     .action(async () => {
       if (config.HERALD_WORKER_NICE > 0) lowerPriority(config.HERALD_WORKER_NICE);
-      await run(config, logger, { api: false, worker: true, demo: false, simulate: false });
+      await run(config, logger, out, { api: false, worker: true, demo: false, simulate: false });
     });
 }
 
-async function run(config: Config, logger: Logger, options: RunOptions) {
+async function run(config: Config, logger: Logger, out: Print, options: RunOptions) {
   // Signals are ours from the first moment: one during start-up shuts down once start-up is done
   // (an embedded Postgres it started is stopped, not orphaned).
   let shutdown: ((signal: NodeJS.Signals) => Promise<void>) | null = null;

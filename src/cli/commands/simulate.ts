@@ -3,9 +3,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../../service/config.ts';
-import { out, port } from './common.ts';
+import { port, type CommandIo } from './common.ts';
 
-export function addSimulateCommand(program: Command, config: Config): void {
+export function addSimulateCommand(program: Command, config: Config, { out }: CommandIo): void {
   program
     .command('simulate')
     .description('run the local APNs and FCM simulators only (for a worker started with HERALD_APNS_ENDPOINT/HERALD_FCM_ENDPOINT)')

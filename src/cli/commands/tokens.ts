@@ -4,7 +4,7 @@ import type { Config } from '../../service/config.ts';
 import { createToken, listTokens, revokeToken } from '../../domain/applications.ts';
 import { abilities, allAbilities, clientAbilities, isAbility } from '../../domain/tokens.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { out, requireApplication, withDatabase } from './common.ts';
+import { requireApplication, withDatabase, type CommandIo } from './common.ts';
 
 function abilityList(value: string): string[] {
   const list = value.split(/[\s,]+/).filter(Boolean);
@@ -15,7 +15,7 @@ function abilityList(value: string): string[] {
   return list;
 }
 
-export function addTokensCommands(program: Command, config: Config, logger: Logger): void {
+export function addTokensCommands(program: Command, config: Config, logger: Logger, { out }: CommandIo): void {
   const tokens = program.command('tokens').description('manage API tokens');
   tokens
     .command('create')

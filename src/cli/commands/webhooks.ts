@@ -19,7 +19,7 @@ import {
 } from '../../domain/webhooks.ts';
 import { webhookDeliveryStateValues } from '../../generated/api.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { out, requireApplication, requireCredentialsKey, withDatabase } from './common.ts';
+import { requireApplication, requireCredentialsKey, withDatabase, type CommandIo } from './common.ts';
 
 function eventList(value: string): string[] {
   const list = value.split(/[\s,]+/).filter(Boolean);
@@ -61,7 +61,7 @@ function describeEndpoint(endpoint: WebhookEndpoint): string {
   return `${view.id}  app ${endpoint.applicationId}  ${state}  ${view.url}  [${view.events.join(' ')}]  ${last}${failing}${previous}`;
 }
 
-export function addWebhooksCommands(program: Command, config: Config, logger: Logger): void {
+export function addWebhooksCommands(program: Command, config: Config, logger: Logger, { out }: CommandIo): void {
   const webhooks = program.command('webhooks').description("manage an application's webhook endpoints and read their delivery log");
   const keyFor = () => requireCredentialsKey(config, 'webhook signing secrets');
   const noEndpoint = (id: string) => new Error(`No webhook endpoint ${id}.`);
