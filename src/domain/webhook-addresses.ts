@@ -4,6 +4,7 @@
 // cloud's metadata service (169.254.169.254) or anything else on the private network. The rule is
 // checked on every address a request connects to (worker/webhook-sender.ts), not once at `add`.
 import { BlockList, isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /** The ranges refused, by what they are (IANA special-purpose registries, RFC 6890 and later). */
 const ranges: [kind: string, subnets: [network: string, prefix: number, family: 'ipv4' | 'ipv6'][]][] = [
@@ -31,32 +32,15 @@ const lists = ranges.map(([kind, subnets]) => {
   return { kind, list };
 });
 
-/** The eight 16-bit groups of an IPv6 address (zone id dropped; a trailing dotted IPv4 allowed). */
-function ipv6Groups(address: string): number[] {
-  let text = address.split('%')[0].toLowerCase();
-  let tail: number[] = [];
-  const dotted = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
-  if (dotted) {
-    const [a, b, c, d] = dotted.slice(1).map(Number);
-    tail = [(a << 8) | b, (c << 8) | d];
-    text = text.slice(0, text.length - dotted[0].length);
-    if (text.endsWith(':') && !text.endsWith('::')) text = text.slice(0, -1);
-  }
-  const groups = (part: string) => (part === '' ? [] : part.split(':').map((group) => parseInt(group, 16)));
-  if (!text.includes('::')) return [...groups(text), ...tail];
-  const [left, right] = text.split('::');
-  const head = groups(left);
-  const back = [...groups(right), ...tail];
-  return [...head, ...Array<number>(8 - head.length - back.length).fill(0), ...back];
-}
-
 /**
  * The IPv4 address an IPv6 address carries, where the network would deliver to it: NAT64
- * (64:ff9b::/96), 6to4 (2002::/16) and the deprecated IPv4-compatible form (::a.b.c.d).
- * (IPv4-mapped addresses are judged by the BlockList itself.)
+ * (64:ff9b::/96), 6to4 (2002::/16), IPv4-mapped (::ffff:a.b.c.d) and the deprecated
+ * IPv4-compatible form (::a.b.c.d, which ipaddr.js reads as IPv4-mapped).
  */
 function embeddedIpv4(address: string): string | null {
-  const g = ipv6Groups(address);
+  const parsed = ipaddr.IPv6.parse(address);
+  if (parsed.isIPv4MappedAddress()) return parsed.toIPv4Address().toString();
+  const g = parsed.parts;
   const v4 = (high: number, low: number) => `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return v4(g[6], g[7]);
   if (g[0] === 0x2002) return v4(g[1], g[2]);
