@@ -1,119 +1,117 @@
-// FCM HTTP v1 through firebase-admin: one App per credential, `sendEach` in batches of 500 over
-// HTTP/2 sessions kept open between batches (fcm-sessions.ts), one outcome per push.
-import { randomUUID } from 'node:crypto';
-import { cert, deleteApp, initializeApp, type App } from 'firebase-admin/app';
-import { getMessaging, type Messaging, type TokenMessage } from 'firebase-admin/messaging';
+// FCM HTTP v1 through Herald's own HTTP/2 client (fcm-client.ts): one POST per push on kept
+// connections, an OAuth token from fcm-token.ts, one outcome per push. firebase-admin's sendEach
+// is not used: it opened a connection per call and gives a call one deadline, not each message.
 import { fcmMessage, fcmMessages } from '../domain/payloads.ts';
 import type { Logger } from '../logging/logger.ts';
-import { endpointCredential, fcmRoute } from './fcm-endpoint.ts';
-import { createFcmSessions } from './fcm-sessions.ts';
+import { createFcmClient, timeoutError, type FcmAnswer } from './fcm-client.ts';
+import { fcmSendBody, InvalidFcmMessage } from './fcm-message.ts';
+import { fcmAccessTokens } from './fcm-token.ts';
 import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
 import type { FcmCredentials } from '../domain/credentials.ts';
-import { createLimiter, networkReason, parseJsonOrUndefined, parseRetryAfter, perContent, summarize, unusableProvider } from './support.ts';
+import { networkReason, parseJsonOrUndefined, parseRetryAfter, perContent, summarize, unusableProvider } from './support.ts';
 
 export type FcmProviderOptions = {
-  /** sendEach calls in flight at once, across concurrent send() calls; each on an HTTP/2 session of its own. */
+  /** Connections to FCM at most, across concurrent send() calls; each carries up to 100 messages at once. */
   concurrency?: number;
-  /** How long a session no batch uses stays open. */
+  /** How long a connection no message uses stays open. */
   sessionIdleMs?: number;
-  /**
-   * Keep firebase-admin's own retries (503s, resets and timeouts: 4 more tries after 0/1/2/4 s).
-   * Default false: the fanout retries every transient outcome itself, honouring Retry-After and
-   * the push's expiry, as it does for APNs, and a batch is not held for up to 7 s by one 503.
-   */
-  sdkRetries?: boolean;
 };
 
-/** FCM's limit per sendEach. */
-const batchSize = 500;
+export type FcmSendOptions = {
+  /**
+   * Pushes FCM has not answered by then are given up, each as a transient `provider timeout`;
+   * those answered keep their outcome.
+   */
+  deadline?: Date;
+};
+
+export type FcmProvider = PushProvider & { send(pushes: Push[], options?: FcmSendOptions): Promise<PushOutcome[]> };
 
 export function createFcmProvider(
   credentials: FcmCredentials,
   endpoints: ProviderEndpoints,
   logger: Logger,
   options: FcmProviderOptions = {},
-): PushProvider {
+): FcmProvider {
   const serviceAccount = credentials.serviceAccount;
   const log = logger.child({ module: 'fcm', projectId: serviceAccount.project_id });
-  let app: App;
-  try {
-    let credential;
-    if (endpoints.fcm) {
-      credential = endpointCredential(serviceAccount, endpoints.fcm, endpoints.ca);
-    } else {
-      credential = cert({
-        projectId: serviceAccount.project_id,
-        clientEmail: serviceAccount.client_email,
-        privateKey: serviceAccount.private_key,
-      });
-    }
-    // A unique name: several applications may share a Firebase project, each with its own App.
-    app = initializeApp({ credential, projectId: serviceAccount.project_id }, `herald-fcm-${randomUUID()}`);
-  } catch (error) {
-    // cert() refuses a service account without a usable private key.
-    log.warn({ err: error }, 'FCM service account unusable');
+  const accessToken = fcmAccessTokens(serviceAccount, endpoints.fcm, endpoints.ca);
+  if (!accessToken) {
+    log.warn('FCM service account unusable');
     return unusableProvider('InvalidServiceAccount');
   }
-  const messaging = getMessaging(app);
-  if (!options.sdkRetries && !disableSdkRetries(messaging)) {
-    log.warn('firebase-admin retries could not be turned off: 503s are retried by the SDK too');
-  }
+  const client = createFcmClient({
+    endpoint: endpoints.fcm,
+    ca: endpoints.ca,
+    projectId: serviceAccount.project_id,
+    maxSessions: options.concurrency ?? 4,
+    idleMs: options.sessionIdleMs,
+  });
 
-  const concurrency = options.concurrency ?? 4;
-  const limit = createLimiter(concurrency);
-  const sessions = createFcmSessions({ maxIdle: concurrency, idleMs: options.sessionIdleMs });
-  const route = fcmRoute({ endpoint: endpoints.fcm, ca: endpoints.ca, sessions });
-
-  async function sendBatch(batch: Push[], now: number): Promise<PushOutcome[]> {
+  async function sendOne(push: Push, now: number, built: Message, token: string, signal?: AbortSignal): Promise<PushOutcome> {
+    let body: string;
     try {
-      const messageOf = perContent(fcmMessages);
-      const response = await route(() => messaging.sendEach(batch.map((push) => messageFor(push, now, messageOf(push)))));
-      return response.responses.map((result, index) =>
-        result.success
-          ? { deliveryId: batch[index].deliveryId, kind: 'accepted', ...(result.messageId ? { providerId: result.messageId } : {}) }
-          : fcmOutcome(batch[index].deliveryId, result.error),
-      );
+      body = JSON.stringify(fcmSendBody(messageFor(push, now, built)));
     } catch (error) {
-      // sendEach itself failed (e.g. the app was deleted): the same outcome for the whole batch.
-      return batch.map((push) => fcmOutcome(push.deliveryId, error));
+      if (error instanceof InvalidFcmMessage) return fcmOutcome(push.deliveryId, { invalid: error });
+      throw error;
     }
+    let answer: FcmAnswer;
+    try {
+      answer = await client.send(body, token, signal);
+    } catch (error) {
+      return fcmOutcome(push.deliveryId, { unanswered: error });
+    }
+    if (answer.status !== 200) return fcmOutcome(push.deliveryId, { answer });
+    const name = (parseJsonOrUndefined(answer.body) as { name?: unknown } | undefined)?.name;
+    return { deliveryId: push.deliveryId, kind: 'accepted', ...(typeof name === 'string' ? { providerId: name } : {}) };
   }
 
   return {
-    async send(pushes: Push[]): Promise<PushOutcome[]> {
+    async send(pushes: Push[], sendOptions: FcmSendOptions = {}): Promise<PushOutcome[]> {
       const now = Date.now();
-      const batches: Push[][] = [];
-      for (let start = 0; start < pushes.length; start += batchSize) batches.push(pushes.slice(start, start + batchSize));
-      const outcomes = (await Promise.all(batches.map((batch) => limit(() => sendBatch(batch, now))))).flat();
-      const summary = summarize(outcomes);
-      if (summary.credentials) log.warn(summary, 'FCM refused our credentials');
-      else log.debug(summary, 'FCM batch sent');
-      return outcomes;
+      const controller = new AbortController();
+      const deadline = sendOptions.deadline
+        ? setTimeout(() => controller.abort(timeoutError('FCM did not answer before the deadline')), sendOptions.deadline.getTime() - now)
+        : undefined;
+      try {
+        let token: string;
+        try {
+          token = await accessToken();
+        } catch (error) {
+          return pushes.map((push) => fcmOutcome(push.deliveryId, { credential: error }));
+        }
+        const messageOf = perContent(fcmMessages);
+        const signal = deadline ? controller.signal : undefined;
+        const outcomes = await Promise.all(pushes.map((push) => sendOne(push, now, messageOf(push), token, signal)));
+        const summary = summarize(outcomes);
+        if (summary.credentials) log.warn(summary, 'FCM refused our credentials');
+        else log.debug(summary, 'FCM batch sent');
+        return outcomes;
+      } finally {
+        clearTimeout(deadline);
+      }
     },
     async close(): Promise<void> {
-      sessions.close();
-      await deleteApp(app);
+      client.close();
     },
   };
 }
 
-/** firebase-admin 14.5.1 has no option for it; a test proves one request per 503 so an upgrade that moves it shows. */
-function disableSdkRetries(messaging: Messaging): boolean {
-  const handler = (messaging as unknown as { messagingRequestHandler?: { http2Client?: { retry?: unknown } } }).messagingRequestHandler;
-  if (!handler?.http2Client || !('retry' in handler.http2Client)) return false;
-  handler.http2Client.retry = null;
-  return true;
-}
+type Message = Record<string, unknown>;
 
-/** `built`: fcmMessage(push.content, push), which sendBatch builds from what the batch's messages share. */
-export function messageFor(push: Push, now: number, built: ReturnType<typeof fcmMessage> = fcmMessage(push.content, push)): TokenMessage {
-  const message = built as Omit<TokenMessage, 'token'> & { android?: Record<string, unknown> };
-  const android: Record<string, unknown> = { ...message.android };
+/**
+ * The message for one push, in firebase-admin's field names (fcm-message.ts turns it into FCM's
+ * JSON). `built`: fcmMessage(push.content, push), which send() builds from what the batch's
+ * messages share.
+ */
+export function messageFor(push: Push, now: number, built: Message = fcmMessage(push.content, push)): Message {
+  const android: Record<string, unknown> = { ...(built.android as Record<string, unknown> | undefined) };
   const ttl = ttlSeconds(push, now);
-  // firebase-admin takes ttl in milliseconds and writes it as "Ns" itself.
+  // In milliseconds, as firebase-admin's `Message` has it: fcmSendBody writes it as "Ns".
   if (ttl === undefined) delete android.ttl;
   else android.ttl = ttl * 1000;
-  const { android: _android, ...rest } = message;
+  const { android: _android, ...rest } = built;
   return { ...rest, ...(Object.keys(android).length > 0 ? { android } : {}), token: push.providerIdentifier };
 }
 
@@ -128,72 +126,104 @@ function ttlSeconds(push: Push, now: number): number | undefined {
   return Math.max(0, Math.floor((push.expiresAt.getTime() - now) / 1000));
 }
 
-type SdkError = {
-  code?: string;
-  message?: string;
-  httpResponse?: { status?: number; headers?: Record<string, unknown>; data?: unknown };
+/** Why a push was not accepted: FCM's answer, or none, or no access token, or a message refused before sending. */
+export type FcmFailure = { answer: FcmAnswer } | { unanswered: unknown } | { credential: unknown } | { invalid: InvalidFcmMessage };
+
+// The reasons and kinds are those Herald gave when it sent through firebase-admin, which
+// integrators and the metrics already know: Google's error code when it names one, else
+// firebase-admin's client code for the answer (`messaging/…`), which this table gives.
+const clientCodes: Record<string, string> = {
+  InvalidParameters: 'invalid-argument',
+  MismatchSenderId: 'mismatched-credential',
+  Unavailable: 'server-unavailable',
+  InternalServerError: 'internal-error',
+  InvalidRegistration: 'invalid-registration-token',
+  NotRegistered: 'registration-token-not-registered',
+  InvalidPackageName: 'invalid-package-name',
+  MessageTooBig: 'payload-size-limit-exceeded',
+  InvalidDataKey: 'invalid-data-payload-key',
+  InvalidTtl: 'invalid-options',
+  DeviceMessageRateExceeded: 'device-message-rate-exceeded',
+  TopicsMessageRateExceeded: 'topics-message-rate-exceeded',
+  InvalidApnsCredential: 'third-party-auth-error',
+  NOT_FOUND: 'registration-token-not-registered',
+  PERMISSION_DENIED: 'mismatched-credential',
+  RESOURCE_EXHAUSTED: 'message-rate-exceeded',
+  UNAUTHENTICATED: 'third-party-auth-error',
+  APNS_AUTH_ERROR: 'third-party-auth-error',
+  INTERNAL: 'internal-error',
+  INVALID_ARGUMENT: 'invalid-argument',
+  QUOTA_EXCEEDED: 'message-rate-exceeded',
+  SENDER_ID_MISMATCH: 'mismatched-credential',
+  THIRD_PARTY_AUTH_ERROR: 'third-party-auth-error',
+  UNAVAILABLE: 'server-unavailable',
+  UNREGISTERED: 'registration-token-not-registered',
 };
 
-/** What Google said, read from the response body the SDK keeps on the error. */
-function serverError(data: unknown): { errorCode?: string; status?: string; message?: string; tokenField: boolean } {
-  const error = (typeof data === 'string' ? parseJsonOrUndefined(data) : data) as
-    | { error?: { status?: string; message?: string; details?: { '@type'?: string; errorCode?: string; fieldViolations?: { field?: string }[] }[] } }
-    | undefined;
-  const details = error?.error?.details ?? [];
+/** A body that is not JSON (a proxy's page): the code by status alone. */
+const statusCodes: Record<number, string> = { 400: 'invalid-argument', 401: 'authentication-error', 403: 'authentication-error', 500: 'internal-error', 503: 'server-unavailable' };
+
+type GoogleError = {
+  error?: string | { status?: string; message?: string; details?: { '@type'?: string; errorCode?: string; fieldViolations?: { field?: string }[] }[] };
+};
+
+/** What FCM said: its error code (FcmError detail), status, message, whether it blamed the token, and the client code. */
+function readAnswer(answer: FcmAnswer) {
+  const json = parseJsonOrUndefined(answer.body) as GoogleError | null | undefined;
+  if (json === undefined) return { code: statusCodes[answer.status] ?? 'unknown-error', tokenField: false, text: answer.body };
+  const error = typeof json === 'object' && json !== null ? json.error : undefined;
+  const google = typeof error === 'object' && error !== null ? error : undefined;
+  const details = Array.isArray(google?.details) ? google.details : [];
+  const fcmError = details.find((detail) => detail['@type'] === 'type.googleapis.com/google.firebase.fcm.v1.FcmError');
+  const serverCode = typeof error === 'string' ? error : (fcmError?.errorCode ?? (google && 'status' in google ? google.status : google?.message));
   return {
+    code: serverCode !== undefined && Object.hasOwn(clientCodes, serverCode) ? clientCodes[serverCode] : 'unknown-error',
     errorCode: details.find((detail) => detail['@type']?.endsWith('FcmError'))?.errorCode,
-    status: error?.error?.status,
-    message: error?.error?.message,
+    status: google?.status,
     tokenField: details.some((detail) => detail.fieldViolations?.some((violation) => violation.field === 'message.token')),
+    text: google?.message ?? '',
   };
 }
 
-export function fcmOutcome(deliveryId: string, error: unknown): PushOutcome {
-  const sdkError = (error ?? {}) as SdkError;
-  const code = sdkError.code ?? 'unknown-error';
-  const server = serverError(sdkError.httpResponse?.data);
-  const reason = server.errorCode ?? server.status ?? code;
-  const httpStatus = sdkError.httpResponse?.status;
-  const transient = (why = reason): PushOutcome => {
-    const retryAfterSeconds = parseRetryAfter(sdkError.httpResponse?.headers?.['retry-after']);
-    return { deliveryId, kind: 'transient', reason: why, ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) };
+export function fcmOutcome(deliveryId: string, failure: FcmFailure): PushOutcome {
+  if ('invalid' in failure) return { deliveryId, kind: 'rejected', reason: 'messaging/invalid-payload' };
+  if ('unanswered' in failure) return { deliveryId, kind: 'transient', reason: networkReason(failure.unanswered) };
+  if ('credential' in failure) {
+    // The token endpoint unreachable is not a bad key.
+    return isNetworkFailure(failure.credential)
+      ? { deliveryId, kind: 'transient', reason: 'TokenEndpointUnavailable' }
+      : { deliveryId, kind: 'credentials', reason: 'app/invalid-credential' };
+  }
+  const { answer } = failure;
+  const server = readAnswer(answer);
+  const reason = server.errorCode ?? server.status ?? `messaging/${server.code}`;
+  const transient = (): PushOutcome => {
+    const retryAfterSeconds = parseRetryAfter(answer.headers['retry-after']);
+    return { deliveryId, kind: 'transient', reason, ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) };
   };
-  switch (code) {
-    case 'messaging/registration-token-not-registered':
-    case 'messaging/invalid-registration-token':
+  switch (server.code) {
+    case 'registration-token-not-registered':
+    case 'invalid-registration-token':
       return { deliveryId, kind: 'invalid_token', reason };
-    case 'messaging/mismatched-credential':
+    case 'mismatched-credential':
       // SENDER_ID_MISMATCH: the token belongs to another sender. A bare PERMISSION_DENIED: our
       // service account may not send for this project, which no device can fix.
       return server.errorCode === 'SENDER_ID_MISMATCH' ? { deliveryId, kind: 'invalid_token', reason } : { deliveryId, kind: 'credentials', reason };
-    case 'messaging/invalid-argument': {
+    case 'invalid-argument':
       // INVALID_ARGUMENT is also a payload problem: only a complaint about the token kills it.
-      const aboutToken = server.tokenField || /registration token/i.test(server.message ?? sdkError.message ?? '');
-      return { deliveryId, kind: aboutToken && httpStatus !== undefined ? 'invalid_token' : 'rejected', reason };
-    }
-    case 'messaging/third-party-auth-error':
-    case 'messaging/authentication-error':
+      return { deliveryId, kind: server.tokenField || /registration token/i.test(server.text) ? 'invalid_token' : 'rejected', reason };
+    case 'third-party-auth-error':
+    case 'authentication-error':
       return { deliveryId, kind: 'credentials', reason };
-    case 'app/invalid-credential':
-      // The token endpoint unreachable is not a bad key.
-      return isNetworkFailure(error) ? transient('TokenEndpointUnavailable') : { deliveryId, kind: 'credentials', reason };
-    case 'messaging/message-rate-exceeded':
-    case 'messaging/device-message-rate-exceeded':
-    case 'messaging/server-unavailable':
-    case 'messaging/internal-error':
+    case 'message-rate-exceeded':
+    case 'device-message-rate-exceeded':
+    case 'server-unavailable':
+    case 'internal-error':
       return transient();
-    case 'app/network-timeout':
-    case 'app/network-error':
-      return transient(networkReason(error));
   }
-  if (httpStatus !== undefined) {
-    if (httpStatus === 429 || httpStatus >= 500) return transient();
-    if (httpStatus === 401 || httpStatus === 403) return { deliveryId, kind: 'credentials', reason };
-    return { deliveryId, kind: 'rejected', reason };
-  }
-  // No answer from Google: the SDK refused the message itself, or the connection failed.
-  if (/^messaging\/(invalid|payload)/.test(code)) return { deliveryId, kind: 'rejected', reason };
-  return transient();
+  if (answer.status === 429 || answer.status >= 500) return transient();
+  if (answer.status === 401 || answer.status === 403) return { deliveryId, kind: 'credentials', reason };
+  return { deliveryId, kind: 'rejected', reason };
 }
 
 const networkCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);

@@ -1,6 +1,6 @@
 // The FCM simulator checks requests as Google does; raw HTTP/2 requests show what it answers to
-// requests firebase-admin never sends.
-import { endpointCredential } from '../../src/providers/fcm-endpoint.ts';
+// requests Herald's FCM client never sends.
+import { endpointCredential } from '../../src/providers/fcm-token.ts';
 import type { FcmCredentials } from '../../src/domain/credentials.ts';
 import type { FcmReceived, FcmSimulator } from '../../src/providers/simulators/fcm-simulator.ts';
 import { fcmProject, fcmSimulator, h2Request, httpsCall, rsaKeyPair, type RawAnswer } from '../support/simulators.ts';

@@ -1,10 +1,5 @@
-// The FCM provider through the real firebase-admin SDK against the local simulator.
-import http2 from 'node:http2';
-import { getApps } from 'firebase-admin/app';
-import { fcmRoute, resetFcmEndpoint } from '../../src/providers/fcm-endpoint.ts';
-import { createFcmProvider } from '../../src/providers/fcm.ts';
-import { createFcmSessions } from '../../src/providers/fcm-sessions.ts';
-import type { PushProvider } from '../../src/providers/provider.ts';
+// The FCM provider (Herald's own HTTP/2 client) against the local simulator.
+import { createFcmProvider, type FcmProvider } from '../../src/providers/fcm.ts';
 import type { FcmCredentials } from '../../src/domain/credentials.ts';
 import type { FcmSimulator } from '../../src/providers/simulators/fcm-simulator.ts';
 import { fcmProject, fcmSimulator, makePush, rsaKeyPair, silentLogger, type ExpectedOutcome } from '../support/simulators.ts';
@@ -12,7 +7,7 @@ import { waitFor } from '../support/receiver.ts';
 
 let sim: FcmSimulator;
 let credentials: FcmCredentials;
-let provider: PushProvider;
+let provider: FcmProvider;
 
 beforeAll(async () => {
   ({ sim, credentials } = await fcmSimulator());
@@ -21,7 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await provider.close();
   await sim.stop();
-  resetFcmEndpoint();
 });
 beforeEach(() => {
   sim.clear();
@@ -157,7 +151,7 @@ describe('FCM errors become outcomes', () => {
     ]);
   });
 
-  test('a 503 is reported after one request: the SDK does not retry it behind our back', async () => {
+  test('a 503 is reported after one request: nothing retries it behind our back', async () => {
     sim.setRules([{ reason: 'UNAVAILABLE' }]);
     const started = Date.now();
     const [outcome] = await provider.send([makePush('token-503')]);
@@ -172,7 +166,7 @@ describe('FCM errors become outcomes', () => {
     expect(only(sim.received)).toMatchObject({ status: 400, errorCode: 'INVALID_ARGUMENT' });
   });
 
-  test('a message the SDK refuses itself is rejected without a request', async () => {
+  test('a message FCM would refuse for its form is rejected without a request', async () => {
     const push = makePush('token-bad-color', { notification: { title: 'Hi' }, options: { platform_overrides: { android: { notification: { color: 'red' } } } } });
     expect(await provider.send([push])).toEqual([{ deliveryId: push.deliveryId, kind: 'rejected', reason: 'messaging/invalid-payload' }]);
     expect(sim.counters.requests).toBe(0);
@@ -247,6 +241,29 @@ describe('FCM errors become outcomes', () => {
   });
 });
 
+describe('a deadline for the pushes of a send', () => {
+  test('pushes FCM answered keep their outcome; only those still unanswered at the deadline become transient', async () => {
+    sim.setLatency({ min: 0, max: 1000 });
+    const pushes = Array.from({ length: 40 }, (_, index) => makePush(`deadline-${index}`));
+    const started = Date.now();
+    const outcomes = await provider.send(pushes, { deadline: new Date(started + 500) });
+    expect(Date.now() - started).toBeLessThan(900);
+    const accepted = outcomes.filter((outcome) => outcome.kind === 'accepted');
+    const late = outcomes.filter((outcome) => outcome.kind !== 'accepted');
+    expect(accepted.length).toBeGreaterThan(0);
+    expect(late.length).toBeGreaterThan(0);
+    expect(accepted.every((outcome) => outcome.kind === 'accepted' && outcome.providerId !== undefined)).toBe(true);
+    expect(late.every((outcome) => outcome.kind === 'transient' && outcome.reason === 'provider timeout')).toBe(true);
+    expect(outcomes.map((outcome) => outcome.deliveryId)).toEqual(pushes.map((push) => push.deliveryId));
+  });
+
+  test('a send without a deadline waits for every answer', async () => {
+    sim.setLatency(300);
+    const outcomes = await provider.send([makePush('patient-1'), makePush('patient-2')]);
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(['accepted', 'accepted']);
+  });
+});
+
 describe('simulator rules seen through the provider', () => {
   test('a fixed latency delays every answer by at least that long', async () => {
     sim.setLatency(200);
@@ -268,7 +285,7 @@ describe('simulator rules seen through the provider', () => {
   });
 });
 
-test('2,000 messages go out in batches of 500 on one connection each, with one access token', async () => {
+test('2,000 messages go out on at most four connections, with one access token', async () => {
   const pushes = Array.from({ length: 2000 }, (_, index) => makePush(`bulk-${index}`));
   const sessionsBefore = sim.counters.sessions;
   const tokensBefore = sim.tokensIssued();
@@ -279,7 +296,7 @@ test('2,000 messages go out in batches of 500 on one connection each, with one a
   expect(tokensBefore).toBeGreaterThanOrEqual(1);
   expect(sim.tokensIssued()).toBe(tokensBefore);
   expect(new Set(sim.received.map((received) => received.token)).size).toBe(2000);
-  // Four sendEach calls at once, each on a connection of its own: at most 4, some kept from earlier tests.
+  // At most four connections of 100 streams each, some kept from earlier tests.
   expect(sim.counters.sessions - sessionsBefore).toBeLessThanOrEqual(4);
 });
 
@@ -314,46 +331,6 @@ describe('connections kept between batches', () => {
     expect(await allClosed()).toBe(0);
   });
 
-  test('a connection given back sheds the listeners its batch added, and is the one lent next', async () => {
-    const sessions = createFcmSessions({ maxIdle: 1 });
-    let opened = 0;
-    const open = () => (opened++, http2.connect(own.url, { ca: own.ca }));
-    try {
-      const first = sessions.lend(open);
-      const listening = first.listenerCount('goaway');
-      for (let listener = 0; listener < 3; listener++) first.on('goaway', () => undefined);
-      expect(first.listenerCount('goaway')).toBe(listening + 3);
-      first.close();
-      expect(first.closed).toBe(true);
-      const second = sessions.lend(open);
-      expect(opened).toBe(1);
-      expect(second.closed).toBe(false);
-      expect(second.listenerCount('goaway')).toBe(listening);
-      second.close();
-    } finally {
-      sessions.close();
-    }
-  });
-
-  test('a session opened with a connect listener is a fresh one, not lent from those kept', async () => {
-    const sessions = createFcmSessions({ maxIdle: 1 });
-    const route = fcmRoute({ endpoint: own.url, ca: own.ca, sessions });
-    const sessionsBefore = own.counters.sessions;
-    try {
-      // Given back at once: kept.
-      route(() => http2.connect('https://fcm.googleapis.com')).close();
-      // A kept session connected long ago: its listener would never be called.
-      const fresh = await new Promise<http2.ClientHttp2Session>((resolve, reject) => {
-        const session = route(() => http2.connect('https://fcm.googleapis.com', {}, () => resolve(session)));
-        session.once('error', reject);
-      });
-      expect(await waitFor(() => own.counters.sessions - sessionsBefore, (opened) => opened === 2, 5000)).toBe(2);
-      fresh.close();
-    } finally {
-      sessions.close();
-    }
-  });
-
   test('batches at once each have a connection of their own, kept for the next ones', async () => {
     const kept = fresh({ concurrency: 2 });
     const sessionsBefore = own.counters.sessions;
@@ -362,7 +339,7 @@ describe('connections kept between batches', () => {
       for (let round = 0; round < 2; round++) {
         expect((await kept.send(pushes())).every((outcome) => outcome.kind === 'accepted')).toBe(true);
       }
-      // Three sendEach calls a round, two at a time: two connections for both rounds.
+      // More messages than two connections carry at once: both are opened, and kept for the second round.
       expect(own.counters.sessions - sessionsBefore).toBe(2);
     } finally {
       await kept.close();
@@ -393,12 +370,4 @@ describe('connections kept between batches', () => {
       await kept.close();
     }
   });
-});
-
-test('close() deletes the Firebase app', async () => {
-  const before = getApps().length;
-  const temporary = createFcmProvider(credentials, { fcm: sim.url, ca: sim.ca }, silentLogger);
-  expect(getApps()).toHaveLength(before + 1);
-  await temporary.close();
-  expect(getApps()).toHaveLength(before);
 });

@@ -1,34 +1,48 @@
-// Outcome mapping for failures the simulators cannot stage: the errors are shaped as the client
-// libraries raise them (firebase-admin 14.5.1, @parse/node-apn 8.1.0).
+// Outcome mapping for failures the simulators cannot stage: APNs errors shaped as @parse/node-apn
+// 8.1.0 raises them; FCM's as Herald's own client reports them (fcm.ts FcmFailure).
 import { failureOutcome } from '../../src/providers/apns.ts';
+import { timeoutError } from '../../src/providers/fcm-client.ts';
 import { fcmOutcome } from '../../src/providers/fcm.ts';
 import { parseRetryAfter } from '../../src/providers/support.ts';
 
 test('an OAuth token endpoint that cannot be reached is transient, not a credentials problem', () => {
-  // firebase-admin wraps the credential's failure as app/invalid-credential, keeping the cause.
+  // The token library may wrap the failure: the cause is what counts.
   const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:443'), { code: 'ECONNREFUSED' });
-  const error = Object.assign(new Error('Credential implementation provided to initializeApp() failed'), { code: 'app/invalid-credential', cause: refused });
-  expect(fcmOutcome('d1', error)).toEqual({ deliveryId: 'd1', kind: 'transient', reason: 'TokenEndpointUnavailable' });
+  const error = Object.assign(new Error('request to https://oauth2.googleapis.com/token failed'), { cause: refused });
+  expect(fcmOutcome('d1', { credential: error })).toEqual({ deliveryId: 'd1', kind: 'transient', reason: 'TokenEndpointUnavailable' });
 });
 
 test('a token endpoint that answers 503 is transient', () => {
   const unavailable = Object.assign(new Error('HTTP 503: busy'), { status: 503 });
-  const error = Object.assign(new Error('failed to fetch a valid Google OAuth2 access token'), { code: 'app/invalid-credential', cause: unavailable });
-  expect(fcmOutcome('d1', error)).toMatchObject({ kind: 'transient' });
+  expect(fcmOutcome('d1', { credential: unavailable })).toMatchObject({ kind: 'transient' });
 });
 
 test('a bare PERMISSION_DENIED (no SENDER_ID_MISMATCH detail) is a credentials problem, not a dead token', () => {
-  const error = {
-    code: 'messaging/mismatched-credential',
-    httpResponse: { status: 403, headers: {}, data: { error: { code: 403, status: 'PERMISSION_DENIED', message: 'Permission denied' } } },
-  };
-  expect(fcmOutcome('d1', error)).toEqual({ deliveryId: 'd1', kind: 'credentials', reason: 'PERMISSION_DENIED' });
+  const answer = { status: 403, headers: {}, body: JSON.stringify({ error: { code: 403, status: 'PERMISSION_DENIED', message: 'Permission denied' } }) };
+  expect(fcmOutcome('d1', { answer })).toEqual({ deliveryId: 'd1', kind: 'credentials', reason: 'PERMISSION_DENIED' });
 });
 
 test('an FCM failure without an answer from Google (a session error) is transient', () => {
-  expect(fcmOutcome('d1', { code: 'messaging/unknown-error', message: 'Session error while making requests: ECONNRESET' })).toMatchObject({
+  const reset = Object.assign(new Error('FCM connection closed before it answered'), { code: 'ECONNRESET' });
+  expect(fcmOutcome('d1', { unanswered: reset })).toMatchObject({
     kind: 'transient',
-    reason: 'messaging/unknown-error',
+    reason: 'provider connection lost',
+  });
+});
+
+test('an answer that is not JSON (a proxy\'s error page) is read by its status', () => {
+  const page = (status: number) => ({ answer: { status, headers: { 'retry-after': '12' }, body: '<html>Bad Gateway</html>' } });
+  expect(fcmOutcome('d1', page(502))).toEqual({ deliveryId: 'd1', kind: 'transient', reason: 'messaging/unknown-error', retryAfterSeconds: 12 });
+  expect(fcmOutcome('d1', page(503))).toEqual({ deliveryId: 'd1', kind: 'transient', reason: 'messaging/server-unavailable', retryAfterSeconds: 12 });
+  expect(fcmOutcome('d1', page(401))).toEqual({ deliveryId: 'd1', kind: 'credentials', reason: 'messaging/authentication-error' });
+  expect(fcmOutcome('d1', page(400))).toEqual({ deliveryId: 'd1', kind: 'rejected', reason: 'messaging/invalid-argument' });
+});
+
+test("a deadline that passes before FCM answers is a transient 'provider timeout'", () => {
+  expect(fcmOutcome('d1', { unanswered: timeoutError('FCM did not answer before the deadline') })).toEqual({
+    deliveryId: 'd1',
+    kind: 'transient',
+    reason: 'provider timeout',
   });
 });
 
@@ -56,12 +70,9 @@ test('a network failure is said in words, never with the address it failed on', 
   expect(failureOutcome('d1', { device: 'x', error: refused } as never)).toEqual({ deliveryId: 'd1', kind: 'transient', reason: 'provider unreachable' });
   const timeout = new Error('apn write timeout');
   expect(failureOutcome('d2', { device: 'x', error: timeout } as never)).toEqual({ deliveryId: 'd2', kind: 'transient', reason: 'provider timeout' });
-  const fcmRefused = Object.assign(new Error('Error while making request: connect ECONNREFUSED 10.0.3.7:443.'), {
-    code: 'app/network-error',
-    cause: { code: 'ECONNREFUSED' },
-  });
-  expect(fcmOutcome('d3', fcmRefused)).toEqual({ deliveryId: 'd3', kind: 'transient', reason: 'provider unreachable' });
+  const fcmRefused = Object.assign(new Error('connect ECONNREFUSED 10.0.3.7:443'), { code: 'ECONNREFUSED' });
+  expect(fcmOutcome('d3', { unanswered: fcmRefused })).toEqual({ deliveryId: 'd3', kind: 'transient', reason: 'provider unreachable' });
   for (const error of [refused, timeout, fcmRefused]) {
-    expect(JSON.stringify([failureOutcome('x', { device: 'x', error } as never), fcmOutcome('x', error)])).not.toMatch(/\d+\.\d+\.\d+\.\d+|:443/);
+    expect(JSON.stringify([failureOutcome('x', { device: 'x', error } as never), fcmOutcome('x', { unanswered: error })])).not.toMatch(/\d+\.\d+\.\d+\.\d+|:443/);
   }
 });

@@ -64,7 +64,7 @@ export async function startProviderServer<Received>(
     cert: certificate.cert,
     // Plain HTTPS clients reach /__sim and FCM's /token; providers speak HTTP/2.
     allowHTTP1: true,
-    // Apple's streams per connection (FCM allows 100, which firebase-admin keeps to by itself).
+    // Apple's streams per connection (Herald's FCM client keeps to 100 a connection by itself).
     settings: { maxConcurrentStreams: 1000 },
     // Node's 10 MB default makes a busy session fail with ENHANCE_YOUR_CALM long before Apple would.
     maxSessionMemory: 256,
