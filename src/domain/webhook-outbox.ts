@@ -15,6 +15,7 @@ import type { DeliveryRecord } from '../db/sql/deliveries.ts';
 import type { InstallationRow } from '../db/sql/installations.ts';
 import type { NotificationRow } from '../db/sql/notifications.ts';
 import { insertWebhookEvents, webhookSubscriptions, type NewWebhookEvent } from '../db/sql/webhooks.ts';
+import { chunk } from './chunk.ts';
 import { deliveryView } from './deliveries.ts';
 import { installationView } from './installations.ts';
 import { notificationView } from './notifications.ts';
@@ -57,13 +58,9 @@ export function createWebhookOutbox(enqueue: EnqueueWebhookJobs, options: { cach
     },
     async emit(tx, applicationId, events) {
       const queued = await insertWebhookEvents(tx, applicationId, events);
-      const jobs = queued.flatMap(({ endpointId, deliveryIds }) => {
-        const parts: WebhookJob[] = [];
-        for (let i = 0; i < deliveryIds.length; i += deliveriesPerJob) {
-          parts.push({ applicationId, endpointId, deliveryIds: deliveryIds.slice(i, i + deliveriesPerJob) });
-        }
-        return parts;
-      });
+      const jobs = queued.flatMap(({ endpointId, deliveryIds }) =>
+        chunk(deliveryIds, deliveriesPerJob).map((part): WebhookJob => ({ applicationId, endpointId, deliveryIds: part })),
+      );
       if (jobs.length > 0) await enqueue(tx, jobs);
     },
   };

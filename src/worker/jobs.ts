@@ -4,22 +4,23 @@
 import { performance } from 'node:perf_hooks';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
-import { newId } from '../db/ids.ts';
 import { noWait } from './lane-gate.ts';
+import { chunk } from '../domain/chunk.ts';
 import {
-  classify,
-  countsAttemptBeforePush,
-  expiresAt,
-  finalStatus,
-  isDataOnly,
-  jobPriority,
-  mayAttempt,
-  retryDelaySeconds,
-} from '../domain/fanout.ts';
+  deliverBatches,
+  ended,
+  fanOut,
+  fittedContents,
+  laneOf,
+  noAttempt,
+  settle,
+  sortClaimed,
+  type Attempt,
+  type BatchNotifications,
+  type SendableDelivery,
+} from '../domain/delivery-rules.ts';
+import { countsAttemptBeforePush, expiresAt, finalStatus } from '../domain/fanout.ts';
 import { finishCancellation, reportCancellation } from '../domain/cancellation.ts';
-import { localeMatcher } from '../domain/locales.ts';
-import { contentFor, fitToPlatform, pushContent, type PushContent } from '../domain/payloads.ts';
-import type { Platform } from '../domain/platforms.ts';
 import type { Logger } from '../logging/logger.ts';
 import {
   deliveriesEnded,
@@ -42,21 +43,16 @@ import {
   readBatch,
   recordResults,
   targetInstallations,
-  type Candidate,
-  type ClaimedDelivery,
   type DeliveryResult,
   type MovedCount,
-  type NewDelivery,
-  type PushedNotification,
 } from '../db/sql/deliveries.ts';
-import { invalidateInstallations, type Invalidation } from '../db/sql/installations.ts';
+import { invalidateInstallations } from '../db/sql/installations.ts';
 import {
   completeNotifications,
   holdUncancelled,
   notificationProgress,
   recipientCounts,
   startProcessing,
-  type FannedNotification,
   type FinishedNotification,
   unfinishedCancels,
 } from '../db/sql/notifications.ts';
@@ -101,12 +97,6 @@ async function sendWithDeadline(provider: PushProvider, pushes: Push[], deadline
   } finally {
     clearTimeout(timer);
   }
-}
-
-function chunk<T>(items: T[], size: number): T[][] {
-  const chunks: T[][] = [];
-  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
-  return chunks;
 }
 
 /**
@@ -164,7 +154,10 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
       const endings = ended.map(({ notification }): Ending => ({ notificationId: notification.id, status: 'completed' }));
       finished.push(...(await completeAndAnnounce(tx, context.webhooks, applicationId, endings, announce)));
     }
-    const deliverJobs = deliverBatches(fanouts, context.batchSize);
+    const deliverJobs = deliverBatches(fanouts, context.batchSize).map(({ applicationId, priority, platform, deliveryIds }) => ({
+      data: { applicationId, platform, deliveryIds } satisfies DeliverJob,
+      ...placement(applicationId, priority),
+    }));
     if (deliverJobs.length > 0) await context.boss.insert(queues.deliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
     const notStarted = jobs.filter((job) => !started.includes(job.notificationId));
     return { skips: fanouts.map((fanout) => fanout.skips), finished, notStarted };
@@ -178,83 +171,6 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
   // Not queued any more: fanned out before, or cancelled (perhaps by a cancel cut short).
   const unfinished = await unfinishedCancels(em.fork(), fanned.notStarted.map((job) => job.notificationId));
   for (const job of fanned.notStarted.filter((job) => unfinished.includes(job.notificationId))) await endCancelled(em, context, job);
-}
-
-/**
- * The fanned-out notifications' pending deliveries in deliver batches by application, lane and
- * platform: many small notifications share a batch, one large one fills batches of its own.
- */
-function deliverBatches(
-  fanouts: { notification: FannedNotification; deliveries: NewDelivery[] }[],
-  batchSize: number,
-): { data: DeliverJob; priority: number; group: { id: string } }[] {
-  const lanes = new Map<string, { applicationId: string; priority: number; platform: Platform; deliveryIds: string[] }>();
-  for (const { notification, deliveries } of fanouts) {
-    const { applicationId } = notification;
-    const priority = jobPriority(notification.options);
-    for (const { platform, deliveryId, state } of deliveries) {
-      if (state !== 'pending') continue;
-      const key = `${applicationId}:${priority}:${platform}`;
-      if (!lanes.has(key)) lanes.set(key, { applicationId, priority, platform, deliveryIds: [] });
-      lanes.get(key)!.deliveryIds.push(deliveryId);
-    }
-  }
-  return [...lanes.values()].flatMap(({ applicationId, priority, platform, deliveryIds }) =>
-    chunk(deliveryIds, batchSize).map((batch) => ({ data: { applicationId, platform, deliveryIds: batch }, ...placement(applicationId, priority) })),
-  );
-}
-
-/** One notification's fanout, without I/O: its deliveries to write. */
-function fanOut(notification: FannedNotification, candidates: Candidate[]): { deliveries: NewDelivery[]; skips: Map<string, MovedCount[]> } {
-  const { id: notificationId, applicationId } = notification;
-  const tags = Object.keys(notification.localizations ?? {});
-  const content = pushContent(notification);
-  const withCredentials = new Set(
-    Object.entries(providerOf)
-      .filter(([, provider]) => notification.credentialProviders.includes(provider))
-      .map(([platform]) => platform),
-  );
-  const classified = classify(candidates, { dataOnly: isDataOnly(content), platformsWithCredentials: withCredentials });
-  // Each device gets its localization (or the default content, null); the push is cut to fit
-  // once per platform and localization; the deliver jobs cut it the same way (fitToPlatform is pure).
-  const localeOf = tags.length > 0 ? localeMatcher(tags) : () => null;
-  const truncationOf = fitsOnce((platform, locale) => fitToPlatform(contentFor(content, locale), platform).truncation);
-  const deliveries = classified.map((delivery): NewDelivery => {
-    const locale = delivery.state === 'pending' ? localeOf(delivery.deviceLocale) : null;
-    return {
-      ...delivery,
-      applicationId,
-      notificationId,
-      deliveryId: newId(),
-      locale,
-      truncation: delivery.state === 'pending' ? truncationOf(delivery.platform, locale) : null,
-    };
-  });
-  return { deliveries, skips: skipsByPlatform(classified) };
-}
-
-/** The fanout's skipped deliveries, per platform, counted by reason. */
-function skipsByPlatform(classified: readonly { platform: string; state: string; reason: string | null }[]): Map<string, MovedCount[]> {
-  const skips = new Map<string, MovedCount[]>();
-  for (const { platform, state, reason } of classified) {
-    if (state !== 'skipped') continue;
-    const counts = skips.get(platform) ?? [];
-    skips.set(platform, counts);
-    const same = counts.find((count) => count.reason === reason);
-    if (same) same.count += 1;
-    else counts.push({ state: 'skipped', reason, count: 1 });
-  }
-  return skips;
-}
-
-/** `fit` computed once per platform and localization (null: the default content), however many pushes share them. */
-function fitsOnce<T>(fit: (platform: Platform, locale: string | null) => T): (platform: Platform, locale: string | null) => T {
-  const fitted = new Map<string, T>();
-  return (platform, locale) => {
-    const key = locale === null ? platform : `${platform}:${locale}`;
-    if (!fitted.has(key)) fitted.set(key, fit(platform, locale));
-    return fitted.get(key)!;
-  };
 }
 
 /** What a fanout that failed for good leaves: a failed notification, not a queued one forever. */
@@ -290,75 +206,6 @@ async function completeAndAnnounce(
   return ended;
 }
 
-/** What a deliver job reads of its notifications: what is pushed and until when (not their recipients). */
-type BatchNotifications = ReadonlyMap<string, PushedNotification>;
-
-/** What an attempt left to record; `countAttempt`: whether recording it counts the attempt (claimPending). */
-type Attempt = {
-  results: DeliveryResult[];
-  invalidations: Invalidation[];
-  retry: string[];
-  retryAfter: number;
-  /** Why the pushes to retry were not taken: reason → how many. */
-  retryReasons: Map<string, number>;
-  countAttempt: boolean;
-};
-
-const noAttempt = (countAttempt: boolean): Attempt => ({ results: [], invalidations: [], retry: [], retryAfter: 0, retryReasons: new Map(), countAttempt });
-
-function settle(notifications: BatchNotifications, sent: ClaimedDelivery[], outcomes: PushOutcome[], countAttempt: boolean): Attempt {
-  const attempt = noAttempt(countAttempt);
-  const retry = (deliveryId: string, reason: string, delay: number) => {
-    attempt.retry.push(deliveryId);
-    attempt.retryAfter = Math.max(attempt.retryAfter, delay);
-    attempt.retryReasons.set(reason, (attempt.retryReasons.get(reason) ?? 0) + 1);
-  };
-  const pushes = new Map(sent.map((delivery) => [delivery.deliveryId, delivery]));
-  const fail = (deliveryId: string, reason: string) =>
-    attempt.results.push({ deliveryId, state: 'failed', reason, providerMessageId: null });
-  for (const outcome of outcomes) {
-    const delivery = pushes.get(outcome.deliveryId)!;
-    switch (outcome.kind) {
-      case 'accepted':
-        attempt.results.push({
-          deliveryId: outcome.deliveryId,
-          state: 'accepted',
-          reason: null,
-          providerMessageId: outcome.providerId ?? null,
-        });
-        break;
-      case 'invalid_token':
-        fail(outcome.deliveryId, outcome.reason);
-        attempt.invalidations.push({
-          installationRowId: delivery.installationRowId!,
-          providerIdentifier: delivery.providerIdentifier!,
-          reason: outcome.reason,
-          providerTimestamp: outcome.invalidatedAt ?? null,
-        });
-        break;
-      case 'rejected':
-        fail(outcome.deliveryId, outcome.reason);
-        break;
-      case 'credentials':
-        fail(outcome.deliveryId, 'provider_credentials');
-        break;
-      case 'transient': {
-        const delay = retryDelaySeconds(delivery.attempts, outcome.retryAfterSeconds);
-        const retryAt = new Date(Date.now() + delay * 1000);
-        if (!mayAttempt(notifications.get(delivery.notificationId)!, delivery.attempts + 1, retryAt)) fail(outcome.deliveryId, 'expired');
-        else retry(outcome.deliveryId, outcome.reason, delay);
-        break;
-      }
-    }
-  }
-  // A delivery the provider gave no outcome for is retried like a transient error.
-  const answered = new Set(outcomes.map((outcome) => outcome.deliveryId));
-  for (const delivery of sent) {
-    if (!answered.has(delivery.deliveryId)) retry(delivery.deliveryId, 'unanswered', retryDelaySeconds(delivery.attempts));
-  }
-  return attempt;
-}
-
 /**
  * Deliver: claim the batch's pending deliveries (of one notification, or of many small ones a batch
  * of fanouts put together), push them a chunk at a time, record each chunk, and end the
@@ -386,26 +233,6 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
   await completeIfDone(db, context, job.applicationId, [...notifications.keys()].filter((id) => !cancelled.has(id)));
 }
 
-const ended = (deliveryId: string, state: 'skipped' | 'failed', reason: string): DeliveryResult => ({
-  deliveryId,
-  state,
-  reason,
-  providerMessageId: null,
-});
-
-/** The batch's pending deliveries: those that can still be pushed, and the end of the others. */
-function sortClaimed(notifications: BatchNotifications, pending: ClaimedDelivery[]): { sendable: ClaimedDelivery[]; unsendable: DeliveryResult[] } {
-  const sendable: ClaimedDelivery[] = [];
-  const unsendable: DeliveryResult[] = [];
-  for (const delivery of pending) {
-    if (!delivery.installationRowId || !delivery.providerIdentifier) unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_deleted'));
-    else if (delivery.installationStatus !== 'active') unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_invalid'));
-    else if (!mayAttempt(notifications.get(delivery.notificationId)!, delivery.attempts)) unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
-    else sendable.push(delivery);
-  }
-  return { sendable, unsendable };
-}
-
 /** Pushes the sendable deliveries a chunk at a time; answers the notifications found cancelled. */
 async function sendAndRecord(
   db: EntityManager,
@@ -414,18 +241,10 @@ async function sendAndRecord(
   notifications: BatchNotifications,
   client: ProviderClient,
   health: CredentialMarks,
-  sendable: ClaimedDelivery[],
+  sendable: SendableDelivery[],
   countAttempt: boolean,
 ): Promise<Set<string>> {
-  // Exactly the content the fanout measured and recorded as the truncation of this platform and
-  // each delivery's localization: one object per notification and localization, which the
-  // providers build one payload from for all its pushes.
-  const contentOf = new Map(
-    [...notifications.values()].map((notification) => {
-      const content = pushContent(notification);
-      return [notification.id, fitsOnce((platform, locale): PushContent => fitToPlatform(contentFor(content, locale), platform).content)];
-    }),
-  );
+  const contentOf = fittedContents();
   // Outcomes are recorded a chunk at a time, each before the next chunk is sent: a crash or a
   // database outage re-sends at most the one chunk whose answers were not recorded yet. Each chunk
   // is pushed and recorded holding its notifications' pushes against a cancel
@@ -436,18 +255,15 @@ async function sendAndRecord(
     const pushed = await db.transactional(async (tx) => {
       const found = await holdUncancelled(tx, [...new Set(part.map((delivery) => delivery.notificationId))]);
       const live = part.filter((delivery) => !found.has(delivery.notificationId) && !cancelled.has(delivery.notificationId));
-      const pushes: Push[] = live.map((delivery) => {
-        const notification = notifications.get(delivery.notificationId)!;
-        return {
-          deliveryId: delivery.deliveryId,
-          notificationId: notification.id,
-          providerIdentifier: delivery.providerIdentifier!,
-          content: contentOf.get(notification.id)!(job.platform, delivery.locale),
-          expiresAt: expiresAt(notification),
-        };
-      });
+      const pushes = live.map(({ deliveryId, notification, providerIdentifier, locale }): Push => ({
+        deliveryId,
+        notificationId: notification.id,
+        providerIdentifier,
+        content: contentOf(notification, job.platform, locale),
+        expiresAt: expiresAt(notification),
+      }));
       const outcomes = pushes.length > 0 ? await sendChunk(tx, context, job, client, pushes, health) : [];
-      const attempt = settle(notifications, live, outcomes, countAttempt);
+      const attempt = settle(live, outcomes, countAttempt);
       return { found, attempt, moved: await recordIn(tx, context, job, notifications, attempt) };
     });
     for (const id of pushed.found) cancelled.add(id);
@@ -538,14 +354,6 @@ async function announcesFailed(db: EntityManager, context: JobContext, job: Deli
 function reportRecorded(job: DeliverJob, attempt: Attempt, moved: MovedCount[]): void {
   deliveriesEnded(job.platform, moved);
   deliveriesRetried(job.platform, attempt.retryReasons);
-}
-
-/**
- * The lane of a batch's retry: its notifications'. The fanout puts only notifications of one lane
- * in a batch; were they mixed, the highest would keep none of them behind the others.
- */
-function laneOf(notifications: BatchNotifications): number {
-  return Math.max(...[...notifications.values()].map((notification) => jobPriority(notification.options)));
 }
 
 /** record(), in the caller's transaction (or, for outcomes alone, as one statement); answers what moved. */

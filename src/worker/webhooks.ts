@@ -14,6 +14,7 @@ import {
   type WebhookTarget,
 } from '../db/sql/webhooks.ts';
 import type { WebhookAttempt } from '../db/entities.ts';
+import { chunk } from '../domain/chunk.ts';
 import type { WebhookJob } from '../domain/webhook-outbox.ts';
 import { describeSeconds, signatureHeader, signingSecrets, webhookBody, webhookRetryDelaySeconds } from '../domain/webhooks.ts';
 import type { Logger } from '../logging/logger.ts';
@@ -36,12 +37,6 @@ export type WebhookContext = {
 export const requestsPerRound = 10;
 
 export const userAgent = 'Herald-Webhooks/1.1';
-
-function chunk<T>(items: T[], size: number): T[][] {
-  const chunks: T[][] = [];
-  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
-  return chunks;
-}
 
 export async function runWebhook(em: EntityManager, context: WebhookContext, job: WebhookJob): Promise<void> {
   const db = em.fork();

@@ -1,0 +1,241 @@
+// The rules a fanout and a deliver batch apply between their reads and their writes, free of I/O
+// so that they can be tested with plain values: what each candidate gets (its delivery, its
+// localization, its cut), how pending deliveries are put in deliver batches, which claimed
+// deliveries can still be pushed, and what a provider's answers leave to record. The job runner
+// (worker/jobs.ts) only moves data between these and the database.
+import { newId } from '../db/ids.ts';
+import type { Candidate, ClaimedDelivery, DeliveryResult, MovedCount, NewDelivery, PushedNotification } from '../db/sql/deliveries.ts';
+import type { Invalidation } from '../db/sql/installations.ts';
+import type { FannedNotification } from '../db/sql/notifications.ts';
+import { chunk } from './chunk.ts';
+import { classify, isDataOnly, jobPriority, mayAttempt, retryDelaySeconds } from './fanout.ts';
+import { localeMatcher } from './locales.ts';
+import { contentFor, fitToPlatform, pushContent, type PushContent } from './payloads.ts';
+import { providerOf, type Platform } from './platforms.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Fanout
+
+/** One notification's fanout: its deliveries to write, and its skips per platform (for the metrics). */
+export function fanOut(notification: FannedNotification, candidates: Candidate[]): { deliveries: NewDelivery[]; skips: Map<string, MovedCount[]> } {
+  const { id: notificationId, applicationId } = notification;
+  const tags = Object.keys(notification.localizations ?? {});
+  const content = pushContent(notification);
+  const withCredentials = new Set(
+    Object.entries(providerOf)
+      .filter(([, provider]) => notification.credentialProviders.includes(provider))
+      .map(([platform]) => platform),
+  );
+  const classified = classify(candidates, { dataOnly: isDataOnly(content), platformsWithCredentials: withCredentials });
+  // Each device gets its localization (or the default content, null); the push is cut to fit
+  // once per platform and localization; the deliver jobs cut it the same way (fittedContents).
+  const localeOf = tags.length > 0 ? localeMatcher(tags) : () => null;
+  const truncationOf = fitsOnce((platform, locale) => fitToPlatform(contentFor(content, locale), platform).truncation);
+  const deliveries = classified.map((delivery): NewDelivery => {
+    const locale = delivery.state === 'pending' ? localeOf(delivery.deviceLocale) : null;
+    return {
+      ...delivery,
+      applicationId,
+      notificationId,
+      deliveryId: newId(),
+      locale,
+      truncation: delivery.state === 'pending' ? truncationOf(delivery.platform, locale) : null,
+    };
+  });
+  return { deliveries, skips: skipsByPlatform(classified) };
+}
+
+/** The fanout's skipped deliveries, per platform, counted by reason. */
+export function skipsByPlatform(classified: readonly { platform: string; state: string; reason: string | null }[]): Map<string, MovedCount[]> {
+  const skips = new Map<string, MovedCount[]>();
+  for (const { platform, state, reason } of classified) {
+    if (state !== 'skipped') continue;
+    const counts = skips.get(platform) ?? [];
+    skips.set(platform, counts);
+    const same = counts.find((count) => count.reason === reason);
+    if (same) same.count += 1;
+    else counts.push({ state: 'skipped', reason, count: 1 });
+  }
+  return skips;
+}
+
+/** `fit` computed once per platform and localization (null: the default content), however many pushes share them. */
+export function fitsOnce<T>(fit: (platform: Platform, locale: string | null) => T): (platform: Platform, locale: string | null) => T {
+  const fitted = new Map<string, { value: T }>();
+  return (platform, locale) => {
+    const key = locale === null ? platform : `${platform}:${locale}`;
+    let entry = fitted.get(key);
+    if (!entry) fitted.set(key, (entry = { value: fit(platform, locale) }));
+    return entry.value;
+  };
+}
+
+/** A deliver batch before it is queued: its lane (priority), and the pending deliveries it pushes. */
+export type DeliverBatchPlan = { applicationId: string; priority: number; platform: Platform; deliveryIds: string[] };
+
+/**
+ * The fanned-out notifications' pending deliveries in deliver batches of at most `batchSize`, by
+ * application, lane and platform: many small notifications share a batch, one large one fills
+ * batches of its own.
+ */
+export function deliverBatches(fanouts: { notification: FannedNotification; deliveries: NewDelivery[] }[], batchSize: number): DeliverBatchPlan[] {
+  const lanes = new Map<string, DeliverBatchPlan>();
+  for (const { notification, deliveries } of fanouts) {
+    const { applicationId } = notification;
+    const priority = jobPriority(notification.options);
+    for (const { platform, deliveryId, state } of deliveries) {
+      if (state !== 'pending') continue;
+      const key = `${applicationId}:${priority}:${platform}`;
+      let lane = lanes.get(key);
+      if (!lane) lanes.set(key, (lane = { applicationId, priority, platform, deliveryIds: [] }));
+      lane.deliveryIds.push(deliveryId);
+    }
+  }
+  return [...lanes.values()].flatMap((lane) => chunk(lane.deliveryIds, batchSize).map((deliveryIds) => ({ ...lane, deliveryIds })));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deliver
+
+/** What a deliver job reads of its notifications, by id: what is pushed and until when (not their recipients). */
+export type BatchNotifications = ReadonlyMap<string, PushedNotification>;
+
+/** A claimed delivery that can be pushed: its installation is there and active, and its notification still worth it. */
+export type SendableDelivery = ClaimedDelivery & { installationRowId: string; providerIdentifier: string; notification: PushedNotification };
+
+export const ended = (deliveryId: string, state: 'skipped' | 'failed', reason: string): DeliveryResult => ({
+  deliveryId,
+  state,
+  reason,
+  providerMessageId: null,
+});
+
+/** The batch's pending deliveries: those that can still be pushed, and the end of the others. */
+export function sortClaimed(
+  notifications: BatchNotifications,
+  pending: readonly ClaimedDelivery[],
+  now: Date = new Date(),
+): { sendable: SendableDelivery[]; unsendable: DeliveryResult[] } {
+  const sendable: SendableDelivery[] = [];
+  const unsendable: DeliveryResult[] = [];
+  for (const delivery of pending) {
+    const { installationRowId, providerIdentifier } = delivery;
+    if (!installationRowId || !providerIdentifier) {
+      unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_deleted'));
+      continue;
+    }
+    if (delivery.installationStatus !== 'active') {
+      unsendable.push(ended(delivery.deliveryId, 'skipped', 'installation_invalid'));
+      continue;
+    }
+    const notification = notifications.get(delivery.notificationId);
+    // The batch reads its notifications through its deliveries (readBatch): each pending one has its.
+    if (!notification) throw new Error(`delivery ${delivery.deliveryId}: its notification ${delivery.notificationId} was not read`);
+    if (mayAttempt(notification, delivery.attempts, now)) sendable.push({ ...delivery, installationRowId, providerIdentifier, notification });
+    else unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
+  }
+  return { sendable, unsendable };
+}
+
+/**
+ * Each notification's content as pushed on a platform in a localization: exactly the content the
+ * fanout measured and recorded as the truncation (fanOut), one object per notification, platform
+ * and localization, which the providers build one payload from for all its pushes.
+ */
+export function fittedContents(): (notification: PushedNotification, platform: Platform, locale: string | null) => PushContent {
+  const byNotification = new Map<string, (platform: Platform, locale: string | null) => PushContent>();
+  return (notification, platform, locale) => {
+    let fitted = byNotification.get(notification.id);
+    if (!fitted) {
+      const content = pushContent(notification);
+      byNotification.set(notification.id, (fitted = fitsOnce((p, l) => fitToPlatform(contentFor(content, l), p).content)));
+    }
+    return fitted(platform, locale);
+  };
+}
+
+/**
+ * A provider's answer for one push, as settle reads it (providers/provider.ts PushOutcome is
+ * assignable to it: a new kind there fails the type check where jobs.ts hands outcomes to settle).
+ */
+export type ProviderAnswer =
+  | { deliveryId: string; kind: 'accepted'; providerId?: string }
+  | { deliveryId: string; kind: 'invalid_token'; reason: string; invalidatedAt?: Date }
+  | { deliveryId: string; kind: 'rejected' | 'credentials'; reason: string }
+  | { deliveryId: string; kind: 'transient'; reason: string; retryAfterSeconds?: number };
+
+/** What an attempt left to record; `countAttempt`: whether recording it counts the attempt (claimPending). */
+export type Attempt = {
+  results: DeliveryResult[];
+  invalidations: Invalidation[];
+  retry: string[];
+  /** Seconds until the retry job runs: the longest delay any of its pushes asked for. */
+  retryAfter: number;
+  /** Why the pushes to retry were not taken: reason → how many. */
+  retryReasons: Map<string, number>;
+  countAttempt: boolean;
+};
+
+export const noAttempt = (countAttempt: boolean): Attempt => ({ results: [], invalidations: [], retry: [], retryAfter: 0, retryReasons: new Map(), countAttempt });
+
+/**
+ * A chunk's answers as outcomes to record: accepted, failed (a dead device is invalidated too),
+ * or retried after a backoff while the notification may still be attempted then (else it fails
+ * `expired`). A push the provider gave no answer for is retried like a transient error.
+ */
+export function settle(sent: readonly SendableDelivery[], answers: readonly ProviderAnswer[], countAttempt: boolean, now: Date = new Date()): Attempt {
+  const attempt = noAttempt(countAttempt);
+  const retry = (deliveryId: string, reason: string, delay: number) => {
+    attempt.retry.push(deliveryId);
+    attempt.retryAfter = Math.max(attempt.retryAfter, delay);
+    attempt.retryReasons.set(reason, (attempt.retryReasons.get(reason) ?? 0) + 1);
+  };
+  const fail = (deliveryId: string, reason: string) => attempt.results.push(ended(deliveryId, 'failed', reason));
+  const pushes = new Map(sent.map((delivery) => [delivery.deliveryId, delivery]));
+  const answered = new Set<string>();
+  for (const answer of answers) {
+    const delivery = pushes.get(answer.deliveryId);
+    // An answer for a push this chunk did not send is not this chunk's to record.
+    if (!delivery) continue;
+    answered.add(answer.deliveryId);
+    switch (answer.kind) {
+      case 'accepted':
+        attempt.results.push({ deliveryId: answer.deliveryId, state: 'accepted', reason: null, providerMessageId: answer.providerId ?? null });
+        break;
+      case 'invalid_token':
+        fail(answer.deliveryId, answer.reason);
+        attempt.invalidations.push({
+          installationRowId: delivery.installationRowId,
+          providerIdentifier: delivery.providerIdentifier,
+          reason: answer.reason,
+          providerTimestamp: answer.invalidatedAt ?? null,
+        });
+        break;
+      case 'rejected':
+        fail(answer.deliveryId, answer.reason);
+        break;
+      case 'credentials':
+        fail(answer.deliveryId, 'provider_credentials');
+        break;
+      case 'transient': {
+        const delay = retryDelaySeconds(delivery.attempts, answer.retryAfterSeconds);
+        const retryAt = new Date(now.getTime() + delay * 1000);
+        if (!mayAttempt(delivery.notification, delivery.attempts + 1, retryAt)) fail(answer.deliveryId, 'expired');
+        else retry(answer.deliveryId, answer.reason, delay);
+        break;
+      }
+    }
+  }
+  for (const delivery of sent) {
+    if (!answered.has(delivery.deliveryId)) retry(delivery.deliveryId, 'unanswered', retryDelaySeconds(delivery.attempts));
+  }
+  return attempt;
+}
+
+/**
+ * The lane of a batch's retry: its notifications'. The fanout puts only notifications of one lane
+ * in a batch; were they mixed, the highest would keep none of them behind the others.
+ */
+export function laneOf(notifications: BatchNotifications): number {
+  return Math.max(...[...notifications.values()].map((notification) => jobPriority(notification.options)));
+}
