@@ -14,6 +14,7 @@ import {
   patchInstallation,
   upsertInstallation,
   type InstallationRow,
+  type Invalidation,
 } from '../db/sql/installations.ts';
 
 type Schemas = components['schemas'];
@@ -22,6 +23,24 @@ export type InstallationPatch = Schemas['InstallationPatch'];
 export type InstallationView = Schemas['Installation'];
 
 const deviceFields = ['app_version', 'os_version', 'model', 'locale', 'timezone'] as const;
+
+/**
+ * Whether a provider's report that an identifier is dead invalidates the installation: only an
+ * active one still registered with the identifier the push went to, and, when the provider dates
+ * its report (APNs dates a 410: when it found the token invalid), only a report dated at or after
+ * the identifier's last change. An older one concerns an identifier the device has replaced since:
+ * it is stale. A report without a date (FCM, APNs's other reasons) is never stale. The statement
+ * that writes the invalidation (db/sql/installations.ts invalidateInstallations) decides, against
+ * the row as it is at that moment; this is its twin, and the two must agree
+ * (test/installation-invalidation.test.ts checks both on the same cases).
+ */
+export function invalidates(
+  installation: Pick<InstallationRow, 'status' | 'providerIdentifier' | 'identifierUpdatedAt'>,
+  report: Pick<Invalidation, 'providerIdentifier' | 'providerTimestamp'>,
+): boolean {
+  if (installation.status !== 'active' || installation.providerIdentifier !== report.providerIdentifier) return false;
+  return report.providerTimestamp === null || report.providerTimestamp.getTime() >= installation.identifierUpdatedAt.getTime();
+}
 
 /** A replace is full: a device field left out becomes null. */
 function deviceDetails(input: InstallationInput['device']): DeviceDetails {

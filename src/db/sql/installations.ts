@@ -135,6 +135,8 @@ export type Invalidation = { installationRowId: string; providerIdentifier: stri
  * date (APNs dates its 410: when it found the token invalid) older than the last identifier change
  * concerns an identifier the device has replaced, so it is stale. A report without a date (FCM,
  * APNs's other reasons) is never stale. Returns the installations it invalidated, as they now are.
+ * The rule has a pure twin, domain/installations.ts invalidates: the two must agree
+ * (test/installation-invalidation.test.ts checks both on the same cases).
  */
 export async function invalidateInstallations(db: Db, invalidations: Invalidation[]): Promise<InstallationRow[]> {
   if (invalidations.length === 0) return [];
