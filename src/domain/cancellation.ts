@@ -52,7 +52,7 @@ export async function cancelNotification(
   const id = given.toLowerCase();
   if (!isUuid(id)) throw notFound();
   // A scheduled notification's deferred fanout is dropped with the status, in one transaction.
-  const marked = await em.fork().transactional(async (tx) => {
+  const marked = await em.transactional(async (tx) => {
     const found = await markCancelled(tx, applicationId, id);
     if (found?.fanoutDeferred) await fanouts.dropScheduled(tx.getKysely(), id);
     return found;
@@ -69,7 +69,7 @@ export async function cancelNotification(
  * another caller finished it.
  */
 export async function finishCancellation(em: EntityManager, webhooks: WebhookOutbox, applicationId: string, id: string): Promise<Omit<Cancelled, 'notification'>> {
-  return em.fork().transactional(async (tx) => {
+  return em.transactional(async (tx) => {
     await limitLockWait(tx, chunkWaitMs);
     await lockPushes(tx, id).catch((error: unknown) => {
       throw (error as { code?: string }).code === '55P03' ? unavailable(1) : error;

@@ -169,8 +169,9 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
   }
   for (const ended of fanned.finished) reportNotificationEnd(context.logger, ended);
   // Not queued any more: fanned out before, or cancelled (perhaps by a cancel cut short).
-  const unfinished = await unfinishedCancels(em.fork(), fanned.notStarted.map((job) => job.notificationId));
-  for (const job of fanned.notStarted.filter((job) => unfinished.includes(job.notificationId))) await endCancelled(em, context, job);
+  const db = em.fork();
+  const unfinished = await unfinishedCancels(db, fanned.notStarted.map((job) => job.notificationId));
+  for (const job of fanned.notStarted.filter((job) => unfinished.includes(job.notificationId))) await endCancelled(db, context, job);
 }
 
 /** What a fanout that failed for good leaves: a failed notification, not a queued one forever. */
