@@ -14,7 +14,6 @@ import type { Logger } from '../logging/logger.ts';
 import { httpRequest } from '../observability/metrics.ts';
 import { applicationIdOf, authorize, routeOf } from './auth.ts';
 import { readJsonBody } from './body.ts';
-import { memoizeValidatorRouteMatchers } from './route-matchers.ts';
 import { dashboardRouter } from './dashboard.ts';
 import { docsRouter } from './docs.ts';
 import { notFound } from '../domain/errors.ts';
@@ -133,7 +132,6 @@ export function createApp(options: AppOptions): Express {
   // body (400/413/415, depth and text), then the schema (422), then the handler's rules.
   app.use(authorize(orm, document, options.tokenCacheMs));
   app.use(readJsonBody(options.bodyLimit));
-  memoizeValidatorRouteMatchers();
   app.use(
     OpenApiValidator.middleware({
       // The validator rewrites the document it is given; the served copy stays pristine.
