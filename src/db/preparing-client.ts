@@ -36,16 +36,26 @@ function preparedName(text: string): string | undefined {
  */
 const singleDataStatement = /^\s*(with|select|insert|update|delete)\b[^;]*$/i;
 
-export class PreparingClient extends pg.Client {
-  constructor(config?: string | pg.ClientConfig) {
-    super(config);
-    // Assigned rather than overridden: pg.Client's query has a dozen overloads, all forwarded here.
-    const query = this.query.bind(this) as (config: unknown, values?: unknown, callback?: unknown) => unknown;
-    this.query = ((config: unknown, values?: unknown, callback?: unknown) => {
-      const name = typeof config === 'string' && singleDataStatement.test(config) ? preparedName(config) : undefined;
-      if (name === undefined) return query(config, values, callback);
-      // (text, callback) as well as (text, values, callback).
-      return typeof values === 'function' ? query({ name, text: config, values: [] }, values) : query({ name, text: config, values: values ?? [] }, callback);
-    }) as pg.Client['query'];
+type Query = (config: unknown, values?: unknown, callback?: unknown) => never;
+
+class Preparing extends pg.Client {
+  // pg.Client's query has a dozen overloads, with the text or a config first: all arrive here.
+  override query(config: unknown, values?: unknown, callback?: unknown): never {
+    const query = super.query as unknown as Query;
+    const name = typeof config === 'string' && singleDataStatement.test(config) ? preparedName(config) : undefined;
+    if (name === undefined) return query.call(this, config, values, callback);
+    // (text, callback) as well as (text, values, callback).
+    return typeof values === 'function'
+      ? query.call(this, { name, text: config, values: [] }, values)
+      : query.call(this, { name, text: config, values: values ?? [] }, callback);
   }
 }
+
+/**
+ * A pg.Client whose query runs each text of one data statement as a named prepared statement,
+ * typed as pg.Client (its query keeps pg's overloads). Every pool of Herald's is given it as its
+ * `Client`; test/upgrade-guards.test.ts proves that each (pg.Pool, the ORM's, pg-boss's) still
+ * runs its statements through this method.
+ */
+export const PreparingClient = Preparing as unknown as typeof pg.Client;
+export type PreparingClient = pg.Client;
