@@ -141,8 +141,12 @@ async function answerPush<Received>(
   const { counters } = recording;
   recording.inFlight += 1;
   counters.maxInFlight = Math.max(counters.maxInFlight, recording.inFlight);
+  // An answer held back (the latency) ends with its stream: the client gave up on it, or stop()
+  // ended the connection. Its timer then goes too, and never keeps a process alive past stop().
+  const held = new AbortController();
   response.once('close', () => {
     recording.inFlight -= 1;
+    held.abort();
   });
   const result = await handle(request, body, recording.state);
   if (!result) return reply(response, { status: 404, body: { reason: 'BadPath' } });
@@ -153,7 +157,7 @@ async function answerPush<Received>(
     if (recording.keep && recording.received.length < recording.limit) recording.received.push(result.received);
     else counters.unrecorded += 1;
   }
-  await delay(recording.state.latency);
+  await delay(recording.state.latency, held.signal);
   reply(response, result.answer);
 }
 
@@ -181,8 +185,9 @@ async function readBody(request: SimRequest): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-async function delay(latency: Latency | undefined): Promise<void> {
+/** Resolves after the latency, or at once when `signal` aborts (reply() then finds the stream gone). */
+async function delay(latency: Latency | undefined, signal: AbortSignal): Promise<void> {
   if (latency === undefined) return;
   const ms = typeof latency === 'number' ? latency : latency.min + Math.random() * (latency.max - latency.min);
-  if (ms > 0) await sleep(ms);
+  if (ms > 0) await sleep(ms, undefined, { signal }).catch(() => undefined);
 }
