@@ -50,7 +50,10 @@ export type References = { ceiling: { run(): Promise<number> }; floor: { run(): 
 
 type Providers = { ios: PushProvider; android: PushProvider; close(): Promise<void> };
 
-/** The adapters Herald uses (the same libraries, configured the same way), for (a) and (a'). */
+/**
+ * The adapters Herald uses, configured the same way, for (a) and (a'): @parse/node-apn for APNs,
+ * Herald's own HTTP/2 client for FCM (src/providers/fcm-client.ts).
+ */
 function openProviders(sims: SimulatorEndpoints): Providers {
   const silent = createLogger('silent');
   const endpoints = { apns: sims.apns, fcm: sims.fcm, ca: sims.ca };
