@@ -5,9 +5,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { openStatementPool } from '../src/db/pools.ts';
+import { createLogger } from '../src/logging/logger.ts';
 import { startLeases, type Leases } from '../src/worker/leases.ts';
 import { queues } from '../src/worker/queue.ts';
 import { startHarness, type Harness } from './support/harness.ts';
+import { waitFor } from './support/receiver.ts';
+import { createDatabase } from './support/seed.ts';
 
 let harness: Harness;
 let leases: Leases;
@@ -104,5 +107,24 @@ test('a statement pool survives the database cutting a connection it holds betwe
     process.off('uncaughtException', record);
     await admin.end();
     await close();
+  }
+});
+
+test('a lease sweep that fails for another reason than an outage says so in the log', async () => {
+  // A database without Herald's tables: the sweep's statement fails there (undefined table).
+  const bare = await createDatabase(harness.url, `leases_bare_${randomBytes(4).toString('hex')}`);
+  const lines: { msg: string; err?: { message: string } }[] = [];
+  const logger = createLogger('warn', { write: (line: string) => void lines.push(JSON.parse(line)) });
+  const sweeping = await startLeases({ url: bare.url, boss: harness.boss, queueSchema: harness.queueSchema, logger });
+  try {
+    const [line] = await waitFor(
+      () => lines.filter((found) => found.msg.startsWith('job lease sweep failed')),
+      (found) => found.length > 0,
+      5_000,
+    );
+    expect(line.err?.message).toMatch(/job_leases/);
+  } finally {
+    await sweeping.stop();
+    await bare.drop();
   }
 });

@@ -2,8 +2,8 @@
 // has workers of its own (workers.ts), but a high-priority job that has started still shares the
 // process's one thread and its database connections with every normal job beside it, and under a
 // load its fanout is written far slower than when idle (docs/DESIGN.md, "Priority lanes"). So while
-// one runs, normal jobs wait
-// before they start: the ones already running finish, no new one begins.
+// one runs, normal jobs wait before they start: the ones already running finish, no new one begins.
+import { highPriority } from '../domain/fanout.ts';
 
 /**
  * How long a normal job waits at most for the high-priority work in this process to end. Normal
@@ -48,4 +48,15 @@ export class LaneGate {
       this.#waiting.add(open);
     });
   }
+}
+
+/**
+ * Runs a fetch of jobs in its lane: high-priority work at once, holding normal work back while it
+ * runs; normal work after its turn, passing `run` the turn to wait again between its steps (a
+ * batch of fanouts between its transactions: jobs.ts runFanouts).
+ */
+export function runInLane(gate: LaneGate, jobs: readonly { priority: number }[], run: (turn: () => Promise<void>) => Promise<void>): Promise<void> {
+  if (jobs.some((job) => job.priority >= highPriority)) return gate.high(() => run(noWait));
+  const turn = () => gate.turn();
+  return turn().then(() => run(turn));
 }

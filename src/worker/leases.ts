@@ -9,6 +9,7 @@ import type { PgBoss } from 'pg-boss';
 import { openStatementPool } from '../db/pools.ts';
 import { compiled } from '../db/sql/execute.ts';
 import { dropLeases, holdersWithoutLock, releaseLeases, takeHolderLock, takeLeases, type TakenLease } from '../db/sql/leases.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import type { Logger } from '../logging/logger.ts';
 
 export type Leases = {
@@ -54,7 +55,10 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
       const lockStatement = compiled(takeHolderLock(lockNamespace, holder));
       await client.query(lockStatement.text, lockStatement.values);
       lock = client;
-    } catch {
+    } catch (error) {
+      // Without the lock the others would take this process for dead. An outage is the watch's to say.
+      if (!stopped && !isDatabaseUnavailable(error)) logger.error({ err: error, holder }, 'job lease lock not taken; the next sweep tries again');
+      // The session failed already; how its end goes changes nothing.
       await client.end().catch(() => undefined);
     }
   };
@@ -93,7 +97,9 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
   let sweeping = Promise.resolve();
   const timer = setInterval(() => {
     // During a database outage the sweep fails like everything else; the outage watch reports it.
-    sweeping = sweeping.then(sweep).catch(() => undefined);
+    sweeping = sweeping.then(sweep).catch((error: unknown) => {
+      if (!isDatabaseUnavailable(error)) logger.error({ err: error }, 'job lease sweep failed; it runs again in a second');
+    });
   }, sweepEveryMs);
   timer.unref();
 
