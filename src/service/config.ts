@@ -35,6 +35,9 @@ const schema = z.object({
   HERALD_SEND_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(60),
   // The Postgres schema of the job queue (pg-boss); every process of one deployment must agree.
   HERALD_QUEUE_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default(defaultQueueSchema),
+  // How often an idle worker looks for jobs that no NOTIFY announced (a retry, a deferred job come
+  // due): each look is one small query per worker. At least pg-boss's 0.5.
+  HERALD_QUEUE_POLL_SECONDS: z.coerce.number().min(0.5).max(60).default(2),
   // Deliver jobs one worker process runs at once for one application (it runs one more for the others: workers.ts fairShare).
   HERALD_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   // `herald work` only: the scheduling priority (nice, 0 to 19) of its threads. Where the API and the

@@ -112,6 +112,7 @@ export async function startService(
       sendDeadlineSeconds: config.HERALD_PROVIDER_DEADLINE_SECONDS,
       queueSchema: config.HERALD_QUEUE_SCHEMA,
       chunkSize: config.HERALD_DELIVER_CHUNK_SIZE,
+      pollSeconds: config.HERALD_QUEUE_POLL_SECONDS,
       outage,
       webhooks: {
         outbox: webhooks,

@@ -35,6 +35,11 @@ export type WorkerOptions = {
   /** Errors that mean "the database is down" go here instead of one log line per failed job. */
   outage?: OutageWatch;
   webhooks: WebhookWorkerOptions;
+  /**
+   * How often an idle worker looks for jobs no NOTIFY announced: retries and deferred jobs coming
+   * due (HERALD_QUEUE_POLL_SECONDS; at least pg-boss's 0.5).
+   */
+  pollSeconds: number;
 };
 
 export type WebhookWorkerOptions = Omit<WebhookContext, 'boss' | 'logger'> & {
@@ -96,8 +101,9 @@ function worker<T>(queue: string, options: WorkOptions, handler: (jobs: JobWithM
  */
 function registrations(options: WorkerOptions, context: JobContext, webhookContext: WebhookContext, runs: JobRuns): Registration[] {
   const { orm, boss, logger } = options;
-  // The polling interval is only a backstop: NOTIFY wakes the workers when a job is inserted.
-  const polling = { pollingIntervalSeconds: 0.5, notifyPollingIntervalSeconds: 2 };
+  // The polling interval is only a backstop: NOTIFY wakes the workers when a job is inserted. The
+  // faster poll is pg-boss's while NOTIFY is unavailable.
+  const polling = { pollingIntervalSeconds: 0.5, notifyPollingIntervalSeconds: options.pollSeconds };
   const fanout = runs.handler<FanoutJob>(queues.fanout, (jobs) => runFanouts(orm.em, context, jobs));
   const fanoutBatches = (queue: string) =>
     runs.handler<FanoutJob>(queue, (jobs, turn) => {
