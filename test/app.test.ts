@@ -6,6 +6,7 @@ import { setApnsCredentials, setFcmCredentials } from '../src/domain/credentials
 import { setSendPolicy } from '../src/domain/rate-limits.ts';
 import { ApiToken, Application, ProviderCredential } from '../src/db/entities.ts';
 import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
+import { waitFor } from './support/receiver.ts';
 
 let pipeline: Pipeline;
 
@@ -158,12 +159,7 @@ test('a provider that cannot be reached is unreachable (not unhealthy: the crede
   try {
     const id = await app.send({ recipients: { user_ids: ['hugo'] }, notification: { title: 'Hi' } });
     // The worker gives a batch up at its 1 s send deadline.
-    const deadline = Date.now() + 15_000;
-    let ios = (await getApp(app.server).expect(200)).body.data.credentials.ios;
-    while (ios.status !== 'unreachable' && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      ios = (await getApp(app.server).expect(200)).body.data.credentials.ios;
-    }
+    const ios = await waitFor(async () => (await getApp(app.server).expect(200)).body.data.credentials.ios, (credential) => credential.status === 'unreachable', 15_000);
     const apns = await credentialRow(app.id, 'apns');
     expect(ios).toEqual({ provider: 'apns', status: 'unreachable', since: apns.unreachableSince!.toISOString(), reason: null, updated_at: apns.updatedAt.toISOString() });
 

@@ -10,6 +10,7 @@ import { createLogger } from '../src/logging/logger.ts';
 import { startHarness, type Harness, type TestApplication } from './support/harness.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
 import { countNotifications } from './support/deliveries.ts';
+import { waitFor } from './support/receiver.ts';
 
 let harness: Harness;
 let application: TestApplication;
@@ -379,15 +380,15 @@ describe('a database that cannot be reached', () => {
       expect((await request(behind.app).get('/healthz')).status).toBe(200);
       expect((await request(behind.app).get('/readyz')).status).toBe(503);
       await proxy.restore();
-      let status = 0;
-      for (let i = 0; i < 50 && status !== 200; i++) {
-        status = (await request(behind.app).get('/api/v1/notifications').set('Authorization', bearer(token))).status;
-        if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      const status = await waitFor(
+        async () => (await request(behind.app).get('/api/v1/notifications').set('Authorization', bearer(token))).status,
+        (answered) => answered === 200,
+        10_000,
+      );
       expect(status).toBe(200);
       // However many requests were refused: one line for the outage, one when it ended, and no error.
       const outageLines = () => lines.filter((line) => line.msg.startsWith('database'));
-      for (let i = 0; i < 50 && outageLines().length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+      await waitFor(() => outageLines().length, (count) => count >= 2, 10_000);
       expect(outageLines().map(({ level, msg }) => [level, msg])).toEqual([
         [40, 'database unreachable: the API answers 503 until it answers again'],
         [30, 'database reachable again'],

@@ -4,6 +4,7 @@ import { deliveryCounts } from './support/deliveries.ts';
 import { recountedStatistics } from './support/deliveries.ts';
 import { oneAtATime } from './support/one-at-a-time.ts';
 import { startHerald, type HeraldProcess } from './support/processes.ts';
+import { waitFor } from './support/receiver.ts';
 
 let pipeline: Pipeline;
 let workerEnv: Record<string, string>;
@@ -38,26 +39,18 @@ const startWorker = async () => {
 
 async function bigNotification(app: PipelineApplication, prefix: string, users: number): Promise<string> {
   const userIds = Array.from({ length: users }, (_, i) => `${prefix}-${i}`);
-  for (const [i, user] of userIds.entries()) {
-    await app.register(`${prefix}-ios-${i}`, ios(`${prefix}-a-${i}`, user));
-    await app.register(`${prefix}-android-${i}`, android(`${prefix}-f-${i}`, user));
-  }
+  await app.registerAll(
+    userIds.flatMap((user, i) => [
+      [`${prefix}-ios-${i}`, ios(`${prefix}-a-${i}`, user)],
+      [`${prefix}-android-${i}`, android(`${prefix}-f-${i}`, user)],
+    ]),
+  );
   return app.send({ recipients: { user_ids: userIds }, notification: { title: 'Crash test' } });
 }
 
 async function counts(notificationId: string) {
   const [row] = await deliveryCounts(pipeline.harness.orm.em.fork(), [notificationId]);
   return { total: row?.installations ?? 0, pending: row?.pending ?? 0, accepted: row?.accepted ?? 0 };
-}
-
-async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out; last: ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 const pushesTo = (prefix: string) => [
@@ -197,7 +190,7 @@ describe('a backlog of sends', () => {
     pipeline.fcm.setLatency(0);
     const app = await pipeline.newApplication();
     const users = Array.from({ length: 60 }, (_, i) => `backlog-${i}`);
-    for (const user of users) await app.register(`${user}-pixel`, android(`backlog-${user}`, user));
+    await app.registerAll(users.map((user) => [`${user}-pixel`, android(`backlog-${user}`, user)]));
     const ids = [];
     for (const user of users) ids.push(await app.send({ recipients: { user_ids: [user] }, notification: { title: 'Backlog' } }));
 

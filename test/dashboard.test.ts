@@ -75,11 +75,9 @@ afterEach(async () => {
 
 /** Polls until `check` holds (the dashboard reads the API every few seconds). */
 async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  await waitFor(check, Boolean, timeoutMs).catch((error: unknown) => {
+    throw new Error(`timed out waiting for ${what}`, { cause: error });
+  });
 }
 
 async function signIn(page: Page, token: string, at = base) {

@@ -5,6 +5,7 @@
 // as many workers as before.
 import { fairShare } from '../src/worker/workers.ts';
 import { android, ios, jobsOf, startPipeline, type Pipeline, type PipelineApplication, type QueuedJob } from './support/fanout.ts';
+import { waitFor } from './support/receiver.ts';
 
 const title = { title: 'Fair' };
 /** Deliver jobs of one application a pipeline's worker runs at once (support/fanout.ts). */
@@ -32,16 +33,8 @@ function mostAtOnce(jobs: QueuedJob[]): number {
 /** `users` iOS users, each with one installation whose token starts with `prefix`. */
 async function withUsers(app: PipelineApplication, prefix: string, users: number): Promise<string[]> {
   const ids = Array.from({ length: users }, (_, index) => `${prefix}user-${index}`);
-  for (const user of ids) await app.register(`${user}-phone`, ios(`${prefix}${user}`, user));
+  await app.registerAll(ids.map((user) => [`${user}-phone`, ios(`${prefix}${user}`, user)]));
   return ids;
-}
-
-async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 /**
@@ -49,12 +42,7 @@ async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 10
  * settles when its handler has recorded the outcomes, a moment before pg-boss marks the job completed.
  */
 async function endedDeliverJobs(pipeline: Pipeline, notificationIds: string[]): Promise<QueuedJob[]> {
-  let jobs: QueuedJob[] = [];
-  await until(async () => {
-    jobs = await jobsOf(pipeline, 'deliver', notificationIds);
-    return jobs.every((job) => job.completed !== null);
-  });
-  return jobs;
+  return waitFor(() => jobsOf(pipeline, 'deliver', notificationIds), (jobs) => jobs.every((job) => job.completed !== null), 10_000);
 }
 
 describe('with the queue held (handlers that wait to be released)', () => {
@@ -83,14 +71,28 @@ describe('with the queue held (handlers that wait to be released)', () => {
       await held;
     });
     try {
-      await until(() => started.length >= expected);
-      // Three more polls of every worker: nothing else starts.
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await waitFor(() => started.length, (count) => count >= expected, 10_000);
+      // Two more fetches of every worker holding no job: each had its chance, and nothing else started.
+      await fetchedTwiceMore(id);
       await check(started);
     } finally {
       release();
       await boss().offWork('fanout', { id });
     }
+  }
+
+  /**
+   * Waits until every worker of this work() not holding a job has fetched twice more: a fetch is
+   * recorded when it returns, so the second began after this call.
+   */
+  async function fetchedTwiceMore(workId: string): Promise<void> {
+    const workers = () => boss().getWipData().filter((worker) => worker.workId === workId);
+    const before = new Map(workers().map((worker) => [worker.id, worker.lastFetchedOn]));
+    const fetches = new Map<string, Set<number | null>>();
+    await waitFor(workers, (now) => {
+      for (const worker of now) fetches.set(worker.id, (fetches.get(worker.id) ?? new Set()).add(worker.lastFetchedOn));
+      return now.every((worker) => worker.count > 0 || [...fetches.get(worker.id)!].filter((at) => at !== before.get(worker.id)).length >= 2);
+    }, 10_000);
   }
 
   const queued = async (notificationIds: string[]) =>
@@ -156,7 +158,7 @@ describe('with workers', () => {
     pipeline.apns.setLatency(100);
     // 16 deliver jobs of 4 pushes (~0.4 s each) for 4 workers: about 1.6 s of backlog.
     const burst = await Promise.all(Array.from({ length: 16 }, () => a.send({ recipients: { user_ids: aUsers }, notification: title })));
-    await until(() => pipeline.apns.received.some((push) => push.token.startsWith('burst-a-')));
+    await waitFor(() => pipeline.apns.received.some((push) => push.token.startsWith('burst-a-')), Boolean, 10_000);
     const single = await b.send({ recipients: { user_ids: ['burst-b-user-0'] }, notification: title });
 
     expect((await b.settled(single)).status).toBe('completed');
@@ -192,7 +194,7 @@ describe('with workers', () => {
     await app.register('group-phone', ios('group-busy-01', 'gus'));
     await app.register('group-pixel', android('group-fcm-01', 'gus'));
     const id = await app.send({ recipients: { user_ids: ['gus'] }, notification: title });
-    await until(() => pipeline.apns.received.some((push) => push.token === 'group-busy-01'));
+    await waitFor(() => pipeline.apns.received.some((push) => push.token === 'group-busy-01'), Boolean, 10_000);
     pipeline.apns.setRules([]);
     expect((await app.settled(id)).status).toBe('completed');
 

@@ -3,6 +3,7 @@
 import request from 'supertest';
 import { targetInstallations } from '../src/db/sql/deliveries.ts';
 import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
+import { waitFor } from './support/receiver.ts';
 
 let pipeline: Pipeline;
 beforeAll(async () => {
@@ -270,8 +271,7 @@ describe('provider errors', () => {
     await app.register('flaky', ios('flaky-1', 'ivy'));
     const id = await app.send({ recipients: { user_ids: ['ivy'] }, notification: { title: 'Hi' } });
     // Wait for the first refusal, then let the provider recover.
-    const deadline = Date.now() + 10_000;
-    while (apnsTo('flaky-1').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor(() => apnsTo('flaky-1').length, (pushes) => pushes > 0, 10_000);
     const firstAttempt = apnsTo('flaky-1')[0].at;
     pipeline.apns.setRules([]);
 
@@ -289,8 +289,7 @@ describe('provider errors', () => {
     const app = await pipeline.newApplication();
     await app.register('gone-phone', ios('gone-1', 'gil'));
     const id = await app.send({ recipients: { user_ids: ['gil'] }, notification: { title: 'Hi' } });
-    const deadline = Date.now() + 10_000;
-    while (apnsTo('gone-1').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor(() => apnsTo('gone-1').length, (pushes) => pushes > 0, 10_000);
     await request(pipeline.harness.app).delete('/api/v1/installations/gone-phone').set('Authorization', `Bearer ${app.client}`).expect(204);
     pipeline.apns.setRules([]);
 
@@ -307,9 +306,8 @@ describe('provider errors', () => {
     const app = await pipeline.newApplication();
     await app.register('patient', android('patient-1', 'pat'));
     const id = await app.send({ recipients: { user_ids: ['pat'] }, notification: { title: 'Hi' } });
-    const deadline = Date.now() + 10_000;
     // The first attempt is counted with its outcome, once its retry is scheduled.
-    while ((await app.deliveries(id))[0]?.attempts !== 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor(async () => (await app.deliveries(id))[0]?.attempts, (attempts) => attempts === 1, 10_000);
     // As if a long outage had already taken 49 attempts: with no ttl, the 24 h horizon still holds.
     await pipeline.harness.orm.em.fork().execute(`update deliveries set attempts = 49 where notification_id = ? and state = 'pending'`, [id]);
     pipeline.fcm.setRules([]);
@@ -323,8 +321,7 @@ describe('provider errors', () => {
     const app = await pipeline.newApplication();
     await app.register('quota', android('quota-1', 'jack'));
     const id = await app.send({ recipients: { user_ids: ['jack'] }, notification: { title: 'Hi' } });
-    const deadline = Date.now() + 10_000;
-    while (fcmTo('quota-1').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor(() => fcmTo('quota-1').length, (pushes) => pushes > 0, 10_000);
     pipeline.fcm.setRules([]);
     expect((await app.settled(id)).status).toBe('completed');
     expect(fcmTo('quota-1').map((push) => push.status)).toEqual([429, 200]);

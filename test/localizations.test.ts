@@ -5,6 +5,7 @@
 import request from 'supertest';
 import { countNotifications } from './support/deliveries.ts';
 import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
+import { waitFor } from './support/receiver.ts';
 
 let pipeline: Pipeline;
 beforeAll(async () => {
@@ -92,8 +93,7 @@ test('a device locale changed after the send does not change what its pending re
   const app = await pipeline.newApplication();
   await app.register('retry-ios', ios('l10n-retry-01', 'rita', { device: { locale: 'pt-BR' } }));
   const id = await app.send({ recipients: { user_ids: ['rita'] }, notification: shipped });
-  const deadline = Date.now() + 10_000;
-  while (apnsAlert('l10n-retry-01').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  await waitFor(() => apnsAlert('l10n-retry-01').length, (pushes) => pushes > 0, 10_000);
   // Registered again meanwhile, in French: the retry still carries what the fanout chose and recorded.
   await app.register('retry-ios', ios('l10n-retry-01', 'rita', { device: { locale: 'fr_FR' } }));
   pipeline.apns.setRules([]);
@@ -110,8 +110,7 @@ test('a localized push skipped at send time (its installation deleted while it w
   const app = await pipeline.newApplication();
   await app.register('gone-ios', ios('l10n-gone-01', 'gus', { device: { locale: 'fr_FR' } }));
   const id = await app.send({ recipients: { user_ids: ['gus'] }, notification: shipped });
-  const deadline = Date.now() + 10_000;
-  while (apnsAlert('l10n-gone-01').length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  await waitFor(() => apnsAlert('l10n-gone-01').length, (pushes) => pushes > 0, 10_000);
   expect(((await app.deliveries(id)) as unknown as DeliveryRow[])[0]).toMatchObject({ state: 'pending', locale: 'fr' });
   await request(pipeline.harness.app).delete('/api/v1/installations/gone-ios').set('Authorization', `Bearer ${app.client}`).expect(204);
   pipeline.apns.setRules([]);

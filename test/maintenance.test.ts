@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import request from 'supertest';
 import { loadConfig } from '../src/service/config.ts';
 import { deleteExpiredIdempotencyKeys } from '../src/domain/notifications.ts';
@@ -8,6 +7,7 @@ import { queues } from '../src/worker/queue.ts';
 import { finishedJobSeconds, startMaintenance } from '../src/worker/maintenance.ts';
 import { countRows } from './support/deliveries.ts';
 import { startHarness, type Harness } from './support/harness.ts';
+import { waitFor } from './support/receiver.ts';
 
 let harness: Harness;
 beforeAll(async () => {
@@ -188,7 +188,7 @@ test('the scheduled job runs retention with the configured days; pg-boss keeps f
   }
   // What the schedule inserts every 15 minutes.
   await harness.boss.send('maintenance', {});
-  for (let waited = 0; (await remaining(application.id)).notifications.includes(old) && waited < 10_000; waited += 100) await sleep(100);
+  await waitFor(() => remaining(application.id), (left) => !left.notifications.includes(old), 10_000);
 
   expect(await remaining(application.id)).toEqual({ notifications: [fresh], deliveries: 2, events: 0, keys: 0 });
 

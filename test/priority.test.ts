@@ -50,10 +50,7 @@ describe('with workers', () => {
     const high = await app.send({ recipients: { user_ids: ['max'] }, notification: title, options: { priority: 'high' } });
     const normal = await app.send({ recipients: { user_ids: ['max'] }, notification: title });
     // Both iOS pushes are refused once (a retry job each), then the provider recovers.
-    const deadline = Date.now() + 10_000;
-    while (pipeline.apns.received.filter((push) => push.token === 'busy-01').length < 2 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await waitFor(() => pipeline.apns.received.filter((push) => push.token === 'busy-01').length, (refused) => refused >= 2, 10_000);
     pipeline.apns.setRules([]);
     expect((await app.settled(high)).status).toBe('completed');
     expect((await app.settled(normal)).status).toBe('completed');
@@ -78,23 +75,18 @@ describe('with every worker busy', () => {
   test("a high-priority send starts at once, without waiting for a worker to finish a normal batch", async () => {
     const app = await pipeline.newApplication();
     const users = Array.from({ length: 4 }, (_, index) => `busy-user-${index}`);
-    for (const user of users) await app.register(`${user}-phone`, ios(`load-${user}`, user));
+    await app.registerAll(users.map((user) => [`${user}-phone`, ios(`load-${user}`, user)]));
     await app.register('urgent-phone', ios('urgent-01', 'urgent'));
     // 8 deliver jobs of 4 pushes at 1 s each: every normal worker holds one for 4 s.
     pipeline.apns.setLatency(1000);
     const normal: string[] = [];
     for (let i = 0; i < 8; i += 1) normal.push(await app.send({ recipients: { user_ids: users }, notification: title }));
-    const deadline = Date.now() + 10_000;
-    while (pipeline.apns.received.filter((push) => push.token.startsWith('load-')).length === 0 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await waitFor(() => pipeline.apns.received.some((push) => push.token.startsWith('load-')), Boolean, 10_000);
 
     // The simulator records a push when it arrives, before its latency.
     const sentAt = Date.now();
     await app.send({ recipients: { user_ids: ['urgent'] }, notification: title, options: { priority: 'high' } });
-    while (!pipeline.apns.received.some((push) => push.token === 'urgent-01') && Date.now() < sentAt + 10_000) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await waitFor(() => pipeline.apns.received.some((push) => push.token === 'urgent-01'), Boolean, 10_000);
     const pushedAt = pipeline.apns.received.find((push) => push.token === 'urgent-01')?.at;
     expect(pushedAt).toBeDefined();
     // A busy worker would have been free only after its 4 s batch.

@@ -5,6 +5,7 @@ import { ProviderCredential } from '../src/db/entities.ts';
 import { readBatch } from '../src/db/sql/deliveries.ts';
 import { createProviderClients } from '../src/worker/clients.ts';
 import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
+import { waitFor } from './support/receiver.ts';
 import { silentLogger } from './support/simulators.ts';
 
 let pipeline: Pipeline;
@@ -28,12 +29,7 @@ test('a hung provider: the batch gives up after the deadline, the push is retrie
   const id = await app.send({ recipients: { user_ids: ['hank'] }, notification: { title: 'Hi' } });
 
   // The first attempt is given up after ~1 s, not after the 120 s job expiry.
-  const deadline = Date.now() + 10_000;
-  let credential = await credentialOf(app.id);
-  while (!credential.unreachableSince && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    credential = await credentialOf(app.id);
-  }
+  const credential = await waitFor(() => credentialOf(app.id), (row) => Boolean(row.unreachableSince), 10_000);
   expect(credential.unreachableSince).not.toBeNull();
   expect(Date.now() - sentAt).toBeLessThan(5000);
   expect(credential.unhealthySince).toBeNull();

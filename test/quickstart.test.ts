@@ -7,6 +7,7 @@ import pg from 'pg';
 import request from 'supertest';
 import { databaseUrl } from './support/harness.ts';
 import { startHerald, type HeraldProcess } from './support/processes.ts';
+import { waitFor } from './support/receiver.ts';
 
 let herald: HeraldProcess;
 let emptyDatabase: string;
@@ -65,12 +66,11 @@ test('the demo tokens register two phones and send them a notification that comp
     .expect(202);
   expect(sent.body.data.status).toBe('queued');
 
-  const deadline = Date.now() + 15_000;
-  let notification;
-  do {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    notification = (await api.get(`/api/v1/notifications/${sent.body.data.id}`).set('Authorization', `Bearer ${server}`)).body.data;
-  } while (!notification.completed_at && Date.now() < deadline);
+  const notification = await waitFor(
+    async () => (await api.get(`/api/v1/notifications/${sent.body.data.id}`).set('Authorization', `Bearer ${server}`)).body.data,
+    (read) => Boolean(read.completed_at),
+    15_000,
+  );
   expect(notification.status).toBe('completed');
   expect(notification.statistics).toMatchObject({ users: 1, installations: 2, accepted: 2 });
 

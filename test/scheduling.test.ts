@@ -7,6 +7,7 @@ import { deleteExpired } from '../src/domain/retention.ts';
 import { registry } from '../src/observability/metrics.ts';
 import { countNotifications, recountedStatistics } from './support/deliveries.ts';
 import { android, ios, jobsOf, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
+import { waitFor } from './support/receiver.ts';
 
 let pipeline: Pipeline;
 beforeAll(async () => {
@@ -20,7 +21,6 @@ afterEach(() => {
 });
 
 const api = () => request(pipeline.harness.app);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const inSeconds = (seconds: number) => new Date(Date.now() + seconds * 1000);
 /** A counter's value in this process's metrics (the API and the workers run here). */
 async function counted(name: string, labels: Record<string, string>): Promise<number> {
@@ -31,6 +31,28 @@ async function counted(name: string, labels: Record<string, string>): Promise<nu
 }
 const cancelledSkips = () => counted('herald_deliveries_total', { outcome: 'skipped', reason: 'cancelled' });
 const cancelledEnds = () => counted('herald_notifications_total', { status: 'cancelled' });
+
+/**
+ * Waits until a scheduled-fanout worker has looked for due jobs twice since `after`: a fetch is
+ * recorded when it returns, so the second began after it. What was due then has been seen.
+ */
+async function lookedForDueJobsSince(after: Date): Promise<void> {
+  const fetches = new Set<number>();
+  await waitFor(
+    () => pipeline.workerBoss.getWipData().filter((worker) => worker.name === 'fanout_scheduled'),
+    (workers) => {
+      for (const { lastFetchedOn } of workers) if (lastFetchedOn !== null && lastFetchedOn > after.getTime()) fetches.add(lastFetchedOn);
+      return fetches.size >= 2;
+    },
+    10_000,
+  );
+}
+
+/** Waits until every job of the notification has ended: nothing of it can push any more. */
+async function jobsEnded(notificationId: string): Promise<void> {
+  await waitFor(() => jobsOf(pipeline, 'fanout', [notificationId]), (jobs) => jobs.every((job) => job.completed !== null), 10_000);
+  await waitFor(() => jobsOf(pipeline, 'deliver', [notificationId]), (jobs) => jobs.every((job) => job.completed !== null), 10_000);
+}
 
 const pushesTo = (token: string) =>
   pipeline.apns.received.filter((push) => push.token === token).length + pipeline.fcm.received.filter((push) => push.token === token).length;
@@ -62,7 +84,8 @@ describe('scheduled sends', () => {
     expect(res.body.data).toMatchObject({ status: 'queued', scheduled_for: sendAt.toISOString(), processing_started_at: null });
     expect(res.body.data.options.send_at).toBe(sendAt.toISOString());
 
-    await sleep(1000);
+    await lookedForDueJobsSince(new Date());
+    expect(Date.now()).toBeLessThan(sendAt.getTime());
     expect(await app.notification(res.body.data.id)).toMatchObject({ status: 'queued', scheduled_for: sendAt.toISOString() });
     expect(pushesTo('sched-later-01') + pushesTo('fcm-sched-later-02')).toBe(0);
 
@@ -102,7 +125,7 @@ describe('scheduled sends', () => {
   test('notifications due together are fanned out together: a batch of them in one transaction', async () => {
     const app = await pipeline.newApplication();
     const users = Array.from({ length: 30 }, (_, i) => `batch-${i}`);
-    for (const user of users) await app.register(`${user}-android`, android(`fcm-sched-${user}`, user));
+    await app.registerAll(users.map((user) => [`${user}-android`, android(`fcm-sched-${user}`, user)]));
     const sendAt = inSeconds(2);
     const ids = await Promise.all(users.map((user) => app.send(scheduled(user, sendAt))));
     const done = await Promise.all(ids.map((id) => app.settled(id, 10_000)));
@@ -157,12 +180,11 @@ describe('scheduled sends', () => {
     const app = await pipeline.newApplication();
     const users = Array.from({ length: 10 }, (_, i) => `shared-${i}`);
     const tokenOf = (user: string) => `fcm-sched-${user}`;
-    for (const user of users) await app.register(`${user}-android`, android(tokenOf(user), user));
+    await app.registerAll(users.map((user) => [`${user}-android`, android(tokenOf(user), user)]));
     // One batch of 10 pushes, in chunks of 5 that take 600 ms each at the provider.
     pipeline.fcm.setLatency(600);
     const ids = await Promise.all(users.map((user) => app.send(scheduled(user, inSeconds(1)))));
-    const deadline = Date.now() + 10_000;
-    while (users.every((user) => pushesTo(tokenOf(user)) === 0) && Date.now() < deadline) await sleep(10);
+    await waitFor(() => users.some((user) => pushesTo(tokenOf(user)) > 0), Boolean, 10_000);
     // The first step of a cancel (as a cancel cut short leaves it) for every one not pushed yet.
     const waiting = ids.filter((_, i) => pushesTo(tokenOf(users[i])) === 0);
     await pipeline.harness.orm.em.fork().execute(`update notifications set status = 'cancelled' where id in (?)`, [waiting]);
@@ -231,12 +253,14 @@ describe('cancellation', () => {
   test('a scheduled notification cancelled before its time ends cancelled and never pushes', async () => {
     const app = await pipeline.newApplication();
     await app.register('never-ios', ios('sched-never-05', 'nel'));
-    const id = await app.send(scheduled('nel', inSeconds(1.5)));
+    const sendAt = inSeconds(1.5);
+    const id = await app.send(scheduled('nel', sendAt));
     const res = await cancel(app, id).expect(200);
     expect(res.body.data).toMatchObject({ id, status: 'cancelled', processing_started_at: null });
     expect(res.body.data.completed_at).not.toBeNull();
 
-    await sleep(2500);
+    // Its time has passed, and the workers have looked for what was due by then.
+    await lookedForDueJobsSince(sendAt);
     const after = await app.notification(id);
     expect(after).toMatchObject({ status: 'cancelled', processing_started_at: null, completed_at: res.body.data.completed_at });
     expect(after.statistics.installations).toBe(0);
@@ -254,8 +278,7 @@ describe('cancellation', () => {
     expect(await deleteExpired(pipeline.harness.orm.em.fork(), { retentionDays: 30, batchSize: 1000, budgetMs: 10_000 })).toMatchObject({ notifications: 1 });
 
     const jobState = () => fanoutJobState(id);
-    const deadline = Date.now() + 10_000;
-    while (['created', 'active'].includes((await jobState()) ?? '') && Date.now() < deadline) await sleep(100);
+    await waitFor(jobState, (state) => !['created', 'active'].includes(state ?? ''), 10_000);
     expect(await jobState()).toBe('completed');
     expect(await countNotifications(pipeline.harness.orm, app.id)).toBe(0);
     expect(pushesTo('sched-deleted-06')).toBe(0);
@@ -284,10 +307,12 @@ describe('cancellation', () => {
   test('a processing notification cancelled mid-fanout pushes nothing after the answer; what was pushed is counted, the rest skipped as cancelled', async () => {
     const app = await pipeline.newApplication();
     const installations = 80;
-    for (let i = 0; i < installations; i += 1) {
-      const token = `sched-mid-${String(i).padStart(3, '0')}`;
-      await app.register(`mid-${i}`, i % 2 === 0 ? ios(token, 'mia') : android(`fcm-${token}`, 'mia'));
-    }
+    await app.registerAll(
+      Array.from({ length: installations }, (_, i) => {
+        const token = `sched-mid-${String(i).padStart(3, '0')}`;
+        return [`mid-${i}`, i % 2 === 0 ? ios(token, 'mia') : android(`fcm-${token}`, 'mia')];
+      }),
+    );
     // Each provider round trip of 5 pushes takes 150 ms: the fanout runs for seconds.
     pipeline.apns.setLatency(150);
     pipeline.fcm.setLatency(150);
@@ -295,14 +320,13 @@ describe('cancellation', () => {
     const before = sentBefore();
     const [skipsBefore, endsBefore] = [await cancelledSkips(), await cancelledEnds()];
     const id = await app.send({ recipients: { user_ids: ['mia'] }, notification: { title: 'Stop me' } });
-    const deadline = Date.now() + 10_000;
-    while ((await app.notification(id)).statistics.accepted < 5 && Date.now() < deadline) await sleep(20);
+    await waitFor(async () => (await app.notification(id)).statistics.accepted, (accepted) => accepted >= 5, 10_000);
 
     // Concurrent cancels: every one answers cancelled.
     const answers = await Promise.all([cancel(app, id), cancel(app, id), cancel(app, id)]);
     expect(answers.map((answer) => [answer.status, answer.body.data.status])).toEqual(Array(3).fill([200, 'cancelled']));
     const pushedAtAnswer = sentBefore() - before;
-    await sleep(1500);
+    await jobsEnded(id);
     expect(sentBefore() - before).toBe(pushedAtAnswer);
 
     const done = await app.notification(id);
@@ -341,13 +365,12 @@ describe('cancellation', () => {
       const app = await pipeline.newApplication();
       // 20 batches of 10, 4 at a time, each two round trips of 150 ms: over a second of pushing.
       const installations = 200;
-      for (let i = 0; i < installations; i += 1) await app.register(`cut-${i}`, android(`fcm-sched-cut-${String(i).padStart(3, '0')}`, 'cid'));
+      await app.registerAll(Array.from({ length: installations }, (_, i) => [`cut-${i}`, android(`fcm-sched-cut-${String(i).padStart(3, '0')}`, 'cid')]));
       pipeline.fcm.setLatency(150);
       const before = pipeline.fcm.received.length;
       const [skipsBefore, endsBefore] = [await cancelledSkips(), await cancelledEnds()];
       const id = await app.send({ recipients: { user_ids: ['cid'] }, notification: { title: 'Cut short' } });
-      const deadline = Date.now() + 10_000;
-      while ((await app.notification(id)).statistics.accepted < 5 && Date.now() < deadline) await sleep(20);
+      await waitFor(async () => (await app.notification(id)).statistics.accepted, (accepted) => accepted >= 5, 10_000);
       await firstStepOnly(id);
       const done = await app.settled(id, 10_000);
       expect(done.status).toBe('cancelled');

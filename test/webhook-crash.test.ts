@@ -50,7 +50,7 @@ test('a worker killed mid-delivery: another sends the rest, every event arrives,
   // A slow receiver: the kill lands while requests are in flight.
   receiver.answer('/crash', { delayMs: 150 });
   const users = Array.from({ length: 60 }, (_, i) => `crash-user-${i}`);
-  for (const [i, user] of users.entries()) await app.register(`crash-phone-${i}`, ios(`whcrash-${i}`, user));
+  await app.registerAll(users.map((user, i) => [`crash-phone-${i}`, ios(`whcrash-${i}`, user)]));
 
   const first = await startWorker();
   const id = await app.send({ recipients: { user_ids: users }, notification: { title: 'Crash test' } });

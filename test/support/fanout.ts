@@ -17,6 +17,13 @@ import { startWorkers } from '../../src/worker/workers.ts';
 import type { ProviderEndpoints } from '../../src/providers/provider.ts';
 import { startHarness, type Harness } from './harness.ts';
 import { apnsSimulator, fcmSimulator, silentLogger } from './simulators.ts';
+import { waitFor } from './receiver.ts';
+
+/**
+ * The workers' poll for jobs no NOTIFY announced (retries, deferred jobs come due): pg-boss's
+ * shortest, so that a retry runs about when it is due instead of up to the default 2 s later.
+ */
+export const testPollSeconds = 0.5;
 
 export type Pipeline = Awaited<ReturnType<typeof startPipeline>>;
 export type PipelineApplication = Awaited<ReturnType<Pipeline['newApplication']>>;
@@ -54,6 +61,7 @@ export async function startPipeline(
     sendDeadlineSeconds: options.sendDeadlineSeconds ?? 30,
     queueSchema,
     chunkSize: options.chunkSize ?? 100,
+    pollSeconds: testPollSeconds,
     webhooks: {
       outbox: createWebhookOutbox(webhookEnqueuer(workerBoss), { cacheMs: 0 }),
       sender: webhookSender,
@@ -69,6 +77,8 @@ export async function startPipeline(
     apns: apns.sim,
     fcm: fcm.sim,
     credentialsKey,
+    /** The workers' queue (its getWipData() says when each worker last fetched). */
+    workerBoss,
     /** The credentials the simulators accept, for an application set up by hand. */
     credentials: { apns: apns.credentials, fcm: fcm.credentials },
     endpoints,
@@ -87,6 +97,7 @@ export async function startPipeline(
         HERALD_APNS_ENDPOINT: endpoints.apns!,
         HERALD_FCM_ENDPOINT: endpoints.fcm!,
         HERALD_PROVIDER_CA_FILE: caFile,
+        HERALD_QUEUE_POLL_SECONDS: String(testPollSeconds),
       };
     },
 
@@ -107,6 +118,14 @@ export async function startPipeline(
           const res = await api().put(`/api/v1/installations/${installationId}`).set('Authorization', `Bearer ${client}`).send(body);
           if (res.status >= 300) throw new Error(`register ${installationId}: ${res.status} ${JSON.stringify(res.body)}`);
           return res.body.data;
+        },
+        /** Registers every one of them, a few at a time: a test's audience set up in a moment. */
+        async registerAll(installations: [installationId: string, body: Record<string, unknown>][]) {
+          const waiting = [...installations];
+          const registerNext = async (): Promise<void> => {
+            for (let next = waiting.shift(); next; next = waiting.shift()) await this.register(...next);
+          };
+          await Promise.all(Array.from({ length: 8 }, registerNext));
         },
         async send(body: Record<string, unknown>): Promise<string> {
           const res = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${server}`).send(body);
@@ -131,13 +150,7 @@ export async function startPipeline(
         },
         /** Waits until the notification has a final status (polling the API, as an integrator would). */
         async settled(id: string, timeoutMs = 20_000) {
-          const deadline = Date.now() + timeoutMs;
-          for (;;) {
-            const notification = await this.notification(id);
-            if (notification.completed_at) return notification;
-            if (Date.now() > deadline) throw new Error(`notification ${id} still ${notification.status}`);
-            await new Promise((resolve) => setTimeout(resolve, 50));
-          }
+          return waitFor(() => this.notification(id), (notification) => Boolean(notification.completed_at), timeoutMs);
         },
       };
     },
