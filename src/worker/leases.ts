@@ -35,53 +35,69 @@ const sweepEveryMs = 1000;
  */
 const missingForMs = 2000;
 
+/**
+ * The holder's advisory lock, on a session that lives as long as the process: `hold` takes it when
+ * no session holds it (at the start, and again after the session was cut), `end` lets it go.
+ */
+function holderLock(url: string, holder: number, logger: Logger): { hold(): Promise<void>; end(): Promise<void> } {
+  let lock: pg.Client | null = null;
+  let ended = false;
+  return {
+    async hold() {
+      if (ended || lock) return;
+      const client = new pg.Client({ connectionString: url });
+      // A cut session ends, and the next hold takes the lock again; its error has no one to tell.
+      client.on('error', () => undefined);
+      client.on('end', () => {
+        if (lock === client) lock = null;
+      });
+      try {
+        await client.connect();
+        const lockStatement = compiled(takeHolderLock(lockNamespace, holder));
+        await client.query(lockStatement.text, lockStatement.values);
+        lock = client;
+      } catch (error) {
+        // Without the lock the others would take this process for dead. An outage is the watch's to say.
+        if (!ended && !isDatabaseUnavailable(error)) logger.error({ err: error, holder }, 'job lease lock not taken; the next sweep tries again');
+        // The session failed already; how its end goes changes nothing.
+        await client.end().catch(() => undefined);
+      }
+    },
+    async end() {
+      ended = true;
+      // At shutdown: the session's end releases the lock whatever its answer.
+      await lock?.end().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * The jobs of these deleted leases that are still active fail, so pg-boss retries them, at once:
+ * the job did nothing wrong, its process died or its database went away. Answers how many.
+ */
+async function handBack(boss: PgBoss, leases: TakenLease[], reason: string): Promise<number> {
+  let handedBack = 0;
+  for (const job of leases) {
+    // A job pg-boss has already settled (completed, retried) is left alone.
+    const current = await boss.getJobById(job.queue, job.job_id);
+    if (current?.state !== 'active') continue;
+    await boss.fail(job.queue, job.job_id, { message: reason });
+    await boss.update(job.queue, undefined, { id: job.job_id, startAfter: new Date() });
+    handedBack += 1;
+  }
+  return handedBack;
+}
+
 export async function startLeases(options: { url: string; boss: PgBoss; queueSchema: string; logger: Logger }): Promise<Leases> {
   const { boss, logger, queueSchema } = options;
   const holder = randomInt(1, 2 ** 31 - 1);
   const { db, close } = openStatementPool(options.url, 2);
-  let lock: pg.Client | null = null;
-  let stopped = false;
-
-  // The session that holds the lock lives as long as the process; when it is cut, it is taken again.
-  const hold = async (): Promise<void> => {
-    if (stopped || lock) return;
-    const client = new pg.Client({ connectionString: options.url });
-    client.on('error', () => undefined);
-    client.on('end', () => {
-      if (lock === client) lock = null;
-    });
-    try {
-      await client.connect();
-      const lockStatement = compiled(takeHolderLock(lockNamespace, holder));
-      await client.query(lockStatement.text, lockStatement.values);
-      lock = client;
-    } catch (error) {
-      // Without the lock the others would take this process for dead. An outage is the watch's to say.
-      if (!stopped && !isDatabaseUnavailable(error)) logger.error({ err: error, holder }, 'job lease lock not taken; the next sweep tries again');
-      // The session failed already; how its end goes changes nothing.
-      await client.end().catch(() => undefined);
-    }
-  };
-  await hold();
-
-  // The jobs of these deleted leases that are still active fail, so pg-boss retries them, at once:
-  // the job did nothing wrong, its process died or its database went away.
-  const handBack = async (leases: TakenLease[], reason: string): Promise<number> => {
-    let handedBack = 0;
-    for (const job of leases) {
-      // A job pg-boss has already settled (completed, retried) is left alone.
-      const current = await boss.getJobById(job.queue, job.job_id);
-      if (current?.state !== 'active') continue;
-      await boss.fail(job.queue, job.job_id, { message: reason });
-      await boss.update(job.queue, undefined, { id: job.job_id, startAfter: new Date() });
-      handedBack += 1;
-    }
-    return handedBack;
-  };
+  const lock = holderLock(options.url, holder, logger);
+  await lock.hold();
 
   const missingSince = new Map<number, number>();
   const sweep = async () => {
-    await hold();
+    await lock.hold();
     const now = Date.now();
     const missing = new Set(await holdersWithoutLock(db, lockNamespace, queueSchema));
     for (const known of missingSince.keys()) if (!missing.has(known)) missingSince.delete(known);
@@ -89,7 +105,7 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
       const since = missingSince.get(gone) ?? now;
       missingSince.set(gone, since);
       if (now - since < missingForMs) continue;
-      const jobs = await handBack(await dropLeases(db, queueSchema, gone), 'its worker process died');
+      const jobs = await handBack(boss, await dropLeases(db, queueSchema, gone), 'its worker process died');
       if (jobs > 0) logger.warn({ holder: gone, jobs }, 'jobs of a worker that died handed back');
       missingSince.delete(gone);
     }
@@ -114,13 +130,13 @@ export async function startLeases(options: { url: string; boss: PgBoss; queueSch
       const leased = await dropLeases(db, queueSchema, holder, [...running]);
       // A job retried since and running here again is not handed back.
       const notLeased = [...unleased].filter(([jobId]) => !running.has(jobId)).map(([job_id, queue]) => ({ job_id, queue }));
-      return handBack([...leased, ...notLeased], 'the database went away while it ran');
+      return handBack(boss, [...leased, ...notLeased], 'the database went away while it ran');
     },
     async stop() {
-      stopped = true;
       clearInterval(timer);
       await sweeping;
-      await lock?.end().catch(() => undefined);
+      await lock.end();
+      // At shutdown, as the lock's: a pool that fails to close has nothing left to do.
       await close().catch(() => undefined);
     },
   };
