@@ -8,5 +8,7 @@ export default {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 30000,
-  maxWorkers: 2,
+  // Tests wait on Postgres, providers and spawned processes more than they use the CPU: three
+  // files at once keep both cores busier than two did.
+  maxWorkers: 3,
 };
