@@ -1,6 +1,6 @@
 // The fanout benchmark (`make bench-fanout`). In one run, on a fresh database that is dropped at the
 // end whatever happens, with the APNs and FCM simulators in their own process (`herald simulate`):
-//   (a) the ceiling: @parse/node-apn and firebase-admin, through Herald's own adapters
+//   (a) the ceiling: @parse/node-apn and Herald's own FCM client, through Herald's own adapters
 //       (src/providers/apns.ts, fcm.ts), sending the same pushes straight to the simulators;
 //   (a') the floor of a durable fanout (bench/fanout-floor.ts): (a)'s adapters, plus each delivery
 //       written before its push and its outcome after, in plain SQL, as few statements as can be;

@@ -2,20 +2,18 @@
 // anew every time. Every pool of Herald's uses this client instead, which runs each text of one data
 // statement as a named prepared statement, so that each connection parses it once:
 // - pg-boss's pool, with `plan_cache_mode=force_generic_plan` (queue.ts): most of its fetches are
-//   polls that find nothing, and a fetch was planned anew each time (0.5 ms, three times its
-//   execution);
+//   polls that find nothing, and planning each anew cost more than running it;
 // - Herald's own (the ORM's, the sends', the leases'), with Postgres' default choice of plan: a
-//   deliver batch's read and its outcomes' update cost Postgres a sixth less CPU a delivery once
-//   they are not parsed and analysed anew (make bench-statements), and Postgres still plans a call
-//   for its own values where a generic plan would cost more.
+//   deliver batch's read and its outcomes' update cost Postgres less CPU once they are not parsed
+//   and analysed anew (make bench-statements), and Postgres still plans a call for its own values
+//   where a generic plan would cost more.
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 
 /**
  * How many distinct statements are prepared at most; any other runs unnamed. pg-boss builds its
- * SQL from a bounded set of shapes (queue names and options inlined, values as parameters): 37
- * texts through a benchmark's fanouts, deliveries and maintenance. Herald's own are fixed texts
- * with values as parameters (db/sql.ts), and the ORM's vary only with the length of an `in` list.
+ * SQL from a bounded set of shapes (queue names and options inlined, values as parameters), a few
+ * dozen texts. Herald's own are fixed texts with values as parameters (db/sql/), and the ORM's vary only with the length of an `in` list.
  * This guards against a text that would vary per call.
  */
 const maxPrepared = 500;

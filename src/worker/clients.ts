@@ -1,8 +1,8 @@
-// Long-lived provider clients, one per application credential: an APNs HTTP/2 session or a
-// firebase-admin app is opened once and reused by every batch, rebuilt when the credential
+// Long-lived provider clients, one per application credential: an APNs HTTP/2 session or an FCM
+// client (its kept connections and OAuth token) is opened once and reused by every batch, rebuilt when the credential
 // changes or when the client keeps failing to reach its provider (a wedged HTTP/2 session does
 // not heal by itself). Never one connection per push.
-// A provider's library (@parse/node-apn, firebase-admin, each large in memory) is imported when
+// A provider's library (@parse/node-apn, google-auth-library, each large in memory) is imported when
 // the first client of that provider is opened, not at start: an API-only process, or a worker
 // whose applications all use one provider, never loads the other.
 import type { EntityManager } from '@mikro-orm/postgresql';

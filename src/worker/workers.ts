@@ -68,7 +68,7 @@ export type Workers = {
  * long the backlog ahead of it. An application alone still has `concurrency` workers, as before: a
  * cap below the worker count would idle workers whenever one application is alone. Per process, not
  * across processes (pg-boss's `groupConcurrency`): a limit for all the processes together would hold
- * one application to one process's share however many run. DESIGN.md §3 has the limits.
+ * one application to one process's share however many run. docs/DESIGN.md (fairness) has the limits.
  */
 export function fairShare(concurrency: number): { localConcurrency: number; localGroupConcurrency: number } {
   return { localConcurrency: concurrency + 1, localGroupConcurrency: concurrency };

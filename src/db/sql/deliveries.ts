@@ -27,8 +27,8 @@ export type NotificationCandidate = Candidate & { notificationId: string };
  * query: per notification and user, one probe of (application_id, user_id). The probe is a lateral
  * subquery behind `offset 0`, which the planner cannot flatten into a join: as a join, with its
  * estimate of an application's installations off (it guesses 10 users an array), it chose a hash
- * join on the application that compared every one of its installations with every user id
- * (measured: 16 notifications × 500 users against 20,000 installations, 2.8 s instead of 15 ms).
+ * join on the application that compared every one of its installations with every user id, orders
+ * of magnitude slower than the probes (docs/PERFORMANCE.md).
  * `withLocale`: read each device's locale too (a notification with localizations).
  */
 export async function targetInstallations(db: Db, notificationIds: string[], withLocale = false): Promise<NotificationCandidate[]> {
@@ -158,8 +158,8 @@ export type DeliverBatch = {
  * first claims its deliveries with claimPending instead. The batch's deliveries are probed once, and
  * its notifications by their ids: read as `id in (select … from deliveries …)`, the planner could
  * make that a scan of each notification's deliveries compared with all the batch's ids, and the
- * installations a hash of the whole table (with fresh statistics, `make bench-statements`: 19-20 µs
- * of Postgres' CPU a delivery against 12-16).
+ * installations a hash of the whole table, which costs Postgres more CPU a delivery even with
+ * fresh statistics (`make bench-statements`).
  */
 export async function readBatch(db: Db, job: { applicationId: string; provider: string; deliveryIds: string[] }): Promise<DeliverBatch> {
   const [found] = await rows(
