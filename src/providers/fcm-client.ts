@@ -45,6 +45,8 @@ export function timeoutError(message: string): Error {
   return Object.assign(new Error(message), { code: 'ETIMEDOUT' });
 }
 
+// One closure: its connections and the messages waiting for a stream are the state its short
+// inner functions share.
 export function createFcmClient(options: FcmClientOptions): FcmClient {
   const origin = new URL(options.endpoint ?? googleEndpoint).origin;
   const path = `/v1/projects/${encodeURIComponent(options.projectId)}/messages:send`;
@@ -130,51 +132,11 @@ export function createFcmClient(options: FcmClientOptions): FcmClient {
     wakeNext();
   }
 
-  function request(session: http2.ClientHttp2Session, body: string, accessToken: string, signal?: AbortSignal): Promise<FcmAnswer> {
-    return new Promise((resolve, reject) => {
-      const stream = session.request({
-        ':method': 'POST',
-        ':path': path,
-        authorization: `Bearer ${accessToken}`,
-        'content-type': 'application/json; charset=utf-8',
-      });
-      let status = 0;
-      let headers: http2.IncomingHttpHeaders = {};
-      let text = '';
-      let settled = false;
-      const settle = (error?: unknown) => {
-        if (settled) return;
-        settled = true;
-        signal?.removeEventListener('abort', onAbort);
-        if (error === undefined) resolve({ status, headers, body: text });
-        else {
-          if (!stream.closed) stream.close(NGHTTP2_CANCEL);
-          reject(error);
-        }
-      };
-      const onAbort = () => settle(signal?.reason);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      stream.setEncoding('utf8');
-      stream.setTimeout(requestTimeoutMs, () => settle(timeoutError('FCM did not answer in time')));
-      stream.on('response', (answer) => {
-        status = Number(answer[':status']);
-        headers = answer;
-      });
-      stream.on('data', (chunk: string) => (text += chunk));
-      // A stream its connection takes down may end or close without an error: it failed all the same.
-      const lost = () => Object.assign(new Error('FCM connection closed before it answered'), { code: 'ECONNRESET' });
-      stream.on('end', () => settle(status === 0 ? lost() : undefined));
-      stream.on('error', settle);
-      stream.on('close', () => settle(lost()));
-      stream.end(body);
-    });
-  }
-
   return {
     async send(body, accessToken, signal) {
       const entry = await acquire(signal);
       try {
-        return await request(entry.session, body, accessToken, signal);
+        return await post(entry.session, { path, body, accessToken, timeoutMs: requestTimeoutMs }, signal);
       } finally {
         release(entry);
       }
@@ -188,4 +150,50 @@ export function createFcmClient(options: FcmClientOptions): FcmClient {
       for (const wake of waiting.splice(0)) wake();
     },
   };
+}
+
+/** One message on `session`: FCM's answer, or a rejection when there is none in time. */
+function post(
+  session: http2.ClientHttp2Session,
+  message: { path: string; body: string; accessToken: string; timeoutMs: number },
+  signal?: AbortSignal,
+): Promise<FcmAnswer> {
+  const { path, body, accessToken, timeoutMs } = message;
+  return new Promise((resolve, reject) => {
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': path,
+      authorization: `Bearer ${accessToken}`,
+      'content-type': 'application/json; charset=utf-8',
+    });
+    let status = 0;
+    let headers: http2.IncomingHttpHeaders = {};
+    let text = '';
+    let settled = false;
+    const settle = (error?: unknown) => {
+      if (settled) return;
+      settled = true;
+      signal?.removeEventListener('abort', onAbort);
+      if (error === undefined) resolve({ status, headers, body: text });
+      else {
+        if (!stream.closed) stream.close(NGHTTP2_CANCEL);
+        reject(error);
+      }
+    };
+    const onAbort = () => settle(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    stream.setEncoding('utf8');
+    stream.setTimeout(timeoutMs, () => settle(timeoutError('FCM did not answer in time')));
+    stream.on('response', (answer) => {
+      status = Number(answer[':status']);
+      headers = answer;
+    });
+    stream.on('data', (chunk: string) => (text += chunk));
+    // A stream its connection takes down may end or close without an error: it failed all the same.
+    const lost = () => Object.assign(new Error('FCM connection closed before it answered'), { code: 'ECONNRESET' });
+    stream.on('end', () => settle(status === 0 ? lost() : undefined));
+    stream.on('error', settle);
+    stream.on('close', () => settle(lost()));
+    stream.end(body);
+  });
 }
