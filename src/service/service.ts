@@ -5,17 +5,17 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { openDatabase, resolveCredentialsKey, type Database } from './storage.ts';
-import { watchDatabase } from '../db/outage.ts';
-import { openPipelinedPool, type PipelinedPool } from '../db/pipelined-pool.ts';
+import { watchDatabase, type OutageWatch } from '../db/outage.ts';
+import { openPipelinedPool } from '../db/pipelined-pool.ts';
 import { ping } from '../db/sql/infrastructure.ts';
 import { tokenCacheMs } from '../domain/applications.ts';
 import { assertCredentialsReadable, upgradeSealedCredentials } from '../domain/credentials.ts';
-import { openSendLimiter, type SendLimiter } from '../http/send-limiter.ts';
-import { createProviderClients, type ProviderClients } from '../worker/clients.ts';
+import { openSendLimiter } from '../http/send-limiter.ts';
+import { createProviderClients } from '../worker/clients.ts';
 import { startMaintenance } from '../worker/maintenance.ts';
 import { fanoutQueue, queueDepths, startBoss, webhookEnqueuer } from '../worker/queue.ts';
-import { createWebhookSender, type WebhookSender } from '../worker/webhook-sender.ts';
-import { createWebhookOutbox } from '../domain/webhook-outbox.ts';
+import { createWebhookSender } from '../worker/webhook-sender.ts';
+import { createWebhookOutbox, type WebhookOutbox } from '../domain/webhook-outbox.ts';
 import { startWorkers, type Workers } from '../worker/workers.ts';
 import { createApp } from '../http/app.ts';
 import { loadDocument } from '../http/document.ts';
@@ -84,106 +84,146 @@ export async function startService(
   // Only workers open credentials; an API process has no use for the key.
   if (roles.worker) await assertCredentialsReadable(database.orm.em.fork(), key);
   if (roles.worker) await upgradeSealedCredentials(database.orm.em.fork(), key, logger);
-  let workers: Workers | null = null;
+  let workerPart: WorkerPart | null = null;
   const outage = watchDatabase({
     probe: () => ping(database.orm.em.fork()),
     logger,
     roles,
-    onDown: () => workers?.pause(),
-    onUp: () => workers?.resume(),
+    onDown: () => workerPart?.workers.pause(),
+    onUp: () => workerPart?.workers.resume(),
   });
   const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA, outage });
   const webhooks = createWebhookOutbox(webhookEnqueuer(boss));
-  let clients: ProviderClients | null = null;
-  let webhookSender: WebhookSender | null = null;
-  if (roles.worker) {
-    clients = createProviderClients({ key, endpoints, logger });
-    webhookSender = createWebhookSender({
-      allowPrivate: config.HERALD_WEBHOOK_ALLOW_PRIVATE,
-      timeoutMs: config.HERALD_WEBHOOK_TIMEOUT_SECONDS * 1000,
-    });
-    workers = await startWorkers({
-      orm: database.orm,
-      boss,
-      clients,
-      logger,
-      concurrency: config.HERALD_WORKER_CONCURRENCY,
-      batchSize: config.HERALD_DELIVER_BATCH_SIZE,
-      sendDeadlineSeconds: config.HERALD_PROVIDER_DEADLINE_SECONDS,
-      queueSchema: config.HERALD_QUEUE_SCHEMA,
-      chunkSize: config.HERALD_DELIVER_CHUNK_SIZE,
-      pollSeconds: config.HERALD_QUEUE_POLL_SECONDS,
-      outage,
-      webhooks: {
-        outbox: webhooks,
-        sender: webhookSender,
-        key,
-        concurrency: config.HERALD_WEBHOOK_CONCURRENCY,
-        retryBaseSeconds: config.HERALD_WEBHOOK_RETRY_BASE_SECONDS,
-        windowSeconds: config.HERALD_WEBHOOK_RETRY_WINDOW_SECONDS,
-      },
-    });
-    await startMaintenance(boss, database.orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
-  }
-  let server: Server | null = null;
-  let metricsServer: Server | null = null;
-  let sendLimiter: SendLimiter | null = null;
-  let sendPool: PipelinedPool | null = null;
-  // The queue's depth is the same for every process: the workers report it (they keep its counts fresh).
-  if (roles.worker) observeQueues(() => queueDepths(boss));
-  const healthPort = roles.worker && !roles.api ? config.HERALD_WORKER_HEALTH_PORT : undefined;
-  const metricsPort = config.HERALD_METRICS_PORT;
-  if (metricsPort !== undefined) {
-    collectProcessMetrics();
-    const shared = metricsPort === healthPort;
-    metricsServer = await listen(operationsListener({ metrics: true, health: shared ? outage : null }), metricsPort, config.HERALD_METRICS_HOST);
-    if (shared) server = metricsServer;
-    logger.info({ address: metricsServer.address(), health: shared }, 'metrics listening');
-  }
-  if (healthPort !== undefined && healthPort !== metricsPort) {
-    server = await listen(operationsListener({ metrics: false, health: outage }), healthPort, config.HOST);
-    logger.info({ address: server.address() }, 'worker health listening');
-  }
+  if (roles.worker) workerPart = await startWorkerPart(config, logger, { database, boss, key, endpoints, outage, webhooks });
+  const listeners = await startOperationsListeners(config, logger, roles, outage);
+  let server = listeners.health;
+  let apiPart: ApiPart | null = null;
   if (roles.api) {
-    sendLimiter = openSendLimiter(database.url, 4);
-    sendPool = openPipelinedPool(database.url, sendPoolMax);
-    const app = createApp({
-      orm: database.orm,
-      sends: sendPool,
-      fanouts: fanoutQueue(boss),
-      webhooks,
-      logger,
-      document: loadDocument(),
-      bodyLimit: config.HERALD_BODY_LIMIT,
-      validateResponses: config.HERALD_VALIDATE_RESPONSES,
-      sendLimiter,
-      outage,
-      defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
-      tokenCacheMs,
-    });
-    server = await listen(app, config.PORT, config.HOST);
-    logger.info({ address: server.address() }, 'API listening');
-    await warmUp(server, logger);
+    apiPart = await startApiPart(config, logger, { database, boss, outage, webhooks });
+    server = apiPart.server;
   }
   const stop = async (graceMs: number): Promise<StopResult> => {
     outage.stop();
     // No new connections; requests in progress finish (or are cut by the caller's deadline).
     const closed = Promise.all(
-      [...new Set([server, metricsServer])].map((open) => open && new Promise<void>((resolve) => open.close(() => resolve()))),
+      [...new Set([server, listeners.metrics])].map((open) => open && new Promise<void>((resolve) => open.close(() => resolve()))),
     );
     // In-flight batches have until the grace period ends; then pg-boss fails them, so that another
     // worker retries them (their deliveries are still pending), and its pool closes.
     await boss.stop({ graceful: true, timeout: graceMs });
-    const released = workers?.inFlight ?? 0;
-    await workers?.stop();
+    const released = workerPart?.workers.inFlight ?? 0;
+    await workerPart?.workers.stop();
     await closed;
-    await clients?.close();
-    webhookSender?.close();
-    await sendLimiter?.close();
-    await sendPool?.close();
+    await workerPart?.close();
+    await apiPart?.close();
     if (roles.worker) observeQueues(null);
     await database.close();
     return { released };
   };
-  return { database, boss, server, metricsServer, credentialsKey: key, stop };
+  return { database, boss, server, metricsServer: listeners.metrics, credentialsKey: key, stop };
+}
+
+type Shared = { database: Database; boss: PgBoss; outage: OutageWatch; webhooks: WebhookOutbox };
+type WorkerPart = { workers: Workers; close(): Promise<void> };
+type ApiPart = { server: Server; close(): Promise<void> };
+
+/** The job workers, their provider clients and webhook sender, and the maintenance schedule. */
+async function startWorkerPart(
+  config: Config,
+  logger: Logger,
+  shared: Shared & { key: Buffer | null; endpoints: ProviderEndpoints },
+): Promise<WorkerPart> {
+  const { database, boss, key, endpoints, outage, webhooks } = shared;
+  const clients = createProviderClients({ key, endpoints, logger });
+  const webhookSender = createWebhookSender({
+    allowPrivate: config.HERALD_WEBHOOK_ALLOW_PRIVATE,
+    timeoutMs: config.HERALD_WEBHOOK_TIMEOUT_SECONDS * 1000,
+  });
+  const workers = await startWorkers({
+    orm: database.orm,
+    boss,
+    clients,
+    logger,
+    concurrency: config.HERALD_WORKER_CONCURRENCY,
+    batchSize: config.HERALD_DELIVER_BATCH_SIZE,
+    sendDeadlineSeconds: config.HERALD_PROVIDER_DEADLINE_SECONDS,
+    queueSchema: config.HERALD_QUEUE_SCHEMA,
+    chunkSize: config.HERALD_DELIVER_CHUNK_SIZE,
+    pollSeconds: config.HERALD_QUEUE_POLL_SECONDS,
+    outage,
+    webhooks: {
+      outbox: webhooks,
+      sender: webhookSender,
+      key,
+      concurrency: config.HERALD_WEBHOOK_CONCURRENCY,
+      retryBaseSeconds: config.HERALD_WEBHOOK_RETRY_BASE_SECONDS,
+      windowSeconds: config.HERALD_WEBHOOK_RETRY_WINDOW_SECONDS,
+    },
+  });
+  await startMaintenance(boss, database.orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
+  // The queue's depth is the same for every process: the workers report it (they keep its counts fresh).
+  observeQueues(() => queueDepths(boss));
+  return {
+    workers,
+    async close() {
+      await clients.close();
+      webhookSender.close();
+    },
+  };
+}
+
+/** GET /metrics (HERALD_METRICS_PORT) and, for a worker alone, its health checks; one server when they share a port. */
+async function startOperationsListeners(
+  config: Config,
+  logger: Logger,
+  roles: { api: boolean; worker: boolean },
+  outage: OutageWatch,
+): Promise<{ metrics: Server | null; health: Server | null }> {
+  const healthPort = roles.worker && !roles.api ? config.HERALD_WORKER_HEALTH_PORT : undefined;
+  const metricsPort = config.HERALD_METRICS_PORT;
+  let metrics: Server | null = null;
+  let health: Server | null = null;
+  if (metricsPort !== undefined) {
+    collectProcessMetrics();
+    const shared = metricsPort === healthPort;
+    metrics = await listen(operationsListener({ metrics: true, health: shared ? outage : null }), metricsPort, config.HERALD_METRICS_HOST);
+    if (shared) health = metrics;
+    logger.info({ address: metrics.address(), health: shared }, 'metrics listening');
+  }
+  if (healthPort !== undefined && healthPort !== metricsPort) {
+    health = await listen(operationsListener({ metrics: false, health: outage }), healthPort, config.HOST);
+    logger.info({ address: health.address() }, 'worker health listening');
+  }
+  return { metrics, health };
+}
+
+/** The HTTP API, with the send limiter and the sends' pool it alone uses. */
+async function startApiPart(config: Config, logger: Logger, shared: Shared): Promise<ApiPart> {
+  const { database, boss, outage, webhooks } = shared;
+  const sendLimiter = openSendLimiter(database.url, 4);
+  const sendPool = openPipelinedPool(database.url, sendPoolMax);
+  const app = createApp({
+    orm: database.orm,
+    sends: sendPool,
+    fanouts: fanoutQueue(boss),
+    webhooks,
+    logger,
+    document: loadDocument(),
+    bodyLimit: config.HERALD_BODY_LIMIT,
+    validateResponses: config.HERALD_VALIDATE_RESPONSES,
+    sendLimiter,
+    outage,
+    defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
+    tokenCacheMs,
+  });
+  const server = await listen(app, config.PORT, config.HOST);
+  logger.info({ address: server.address() }, 'API listening');
+  await warmUp(server, logger);
+  return {
+    server,
+    async close() {
+      await sendLimiter.close();
+      await sendPool.close();
+    },
+  };
 }
