@@ -61,6 +61,8 @@ function describeEndpoint(endpoint: WebhookEndpoint): string {
   return `${view.id}  app ${endpoint.applicationId}  ${state}  ${view.url}  [${view.events.join(' ')}]  ${last}${failing}${previous}`;
 }
 
+// A list of subcommand declarations, each short, kept in one place so that it reads like
+// `herald webhooks --help`.
 export function addWebhooksCommands(program: Command, config: Config, logger: Logger, { out }: CommandIo): void {
   const webhooks = program.command('webhooks').description("manage an application's webhook endpoints and read their delivery log");
   const keyFor = () => requireCredentialsKey(config, 'webhook signing secrets');
@@ -154,16 +156,19 @@ export function addWebhooksCommands(program: Command, config: Config, logger: Lo
         listWebhookDeliveries(em, await requireEndpoint(em, id), { limit: options.limit, state: options.state }),
       );
       if (deliveries.length === 0) out('No deliveries.');
-      for (const delivery of deliveries) {
-        const answer = delivery.error ?? (delivery.statusCode === null ? '' : `HTTP ${delivery.statusCode}`);
-        const when = delivery.lastAttemptAt ? ` at ${delivery.lastAttemptAt.toISOString()}` : '';
-        const next = delivery.nextAttemptAt ? `  next attempt ${delivery.nextAttemptAt.toISOString()}` : '';
-        const reason = delivery.reason ? ` (${delivery.reason})` : '';
-        const excerpt = delivery.responseExcerpt ? `  answer: ${JSON.stringify(delivery.responseExcerpt)}` : '';
-        out(
-          `${delivery.createdAt.toISOString()}  ${delivery.eventType}  ${delivery.eventId}  ${delivery.state}${reason}  ` +
-            `attempts ${delivery.attempts}${answer ? `  last: ${answer}${when}` : ''}${next}${excerpt}`,
-        );
-      }
+      for (const delivery of deliveries) out(describeDelivery(delivery));
     });
+}
+
+/** One line of an endpoint's delivery log. */
+function describeDelivery(delivery: Awaited<ReturnType<typeof listWebhookDeliveries>>['deliveries'][number]): string {
+  const answer = delivery.error ?? (delivery.statusCode === null ? '' : `HTTP ${delivery.statusCode}`);
+  const when = delivery.lastAttemptAt ? ` at ${delivery.lastAttemptAt.toISOString()}` : '';
+  const next = delivery.nextAttemptAt ? `  next attempt ${delivery.nextAttemptAt.toISOString()}` : '';
+  const reason = delivery.reason ? ` (${delivery.reason})` : '';
+  const excerpt = delivery.responseExcerpt ? `  answer: ${JSON.stringify(delivery.responseExcerpt)}` : '';
+  return (
+    `${delivery.createdAt.toISOString()}  ${delivery.eventType}  ${delivery.eventId}  ${delivery.state}${reason}  ` +
+    `attempts ${delivery.attempts}${answer ? `  last: ${answer}${when}` : ''}${next}${excerpt}`
+  );
 }
