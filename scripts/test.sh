@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make test: the whole suite as CI runs it (.ci/run). install, codegen-check, lint and typecheck
 # first, stopping at the first failure (no test runs then; the fuzzer's environment installs
-# alongside them); then jest (make unit) and schemathesis
-# (make fuzz-ci), each whatever the other did. The last line of the output is
+# alongside them); then jest (make unit) and schemathesis (make fuzz-ci) side by side, each
+# whatever the other did. The last line of the output is
 # `N passed, M failed`, every jest test and schemathesis test case that ran
 # (scripts/test-summary.mjs). Exits non-zero when a step failed or a test failed.
 set -uo pipefail
@@ -23,20 +23,28 @@ jest_exit=skipped
 fuzz_exit=skipped
 fuzz_env_log=reports/fuzz-env.log
 fuzz_env_pid=''
+fuzz_pid=''
 # The fuzzer's Python environment installs meanwhile: it needs nothing of the steps before the fuzz.
-# Lint and typecheck run side by side, after codegen-check has rewritten the generated code they read.
+# Lint, typecheck and the builds the tests run on go two at a time, after codegen-check has
+# rewritten the generated code they read.
 # (Each of these depends on install; naming it too would print "Nothing to be done for 'install'".)
 if "$make" --no-print-directory install \
   && { "$make" --no-print-directory fuzz-env >"$fuzz_env_log" 2>&1 & fuzz_env_pid=$!; } \
   && "$make" --no-print-directory codegen-check \
-  && "$make" --no-print-directory -j2 --output-sync=target lint typecheck; then
+  && "$make" --no-print-directory -j2 --output-sync=target lint typecheck build dashboard browser; then
+  # The fuzz runs beside jest: its own server and database, and mostly one core, which jest alone
+  # leaves idle for much of its run. Its output is kept and shown once jest is done.
+  {
+    # A failed install is shown here; make fuzz-ci then tries it again, and says why it failed.
+    wait "$fuzz_env_pid" || cat "$fuzz_env_log"
+    "$make" --no-print-directory fuzz-ci
+  } >"$fuzz_log" 2>&1 &
+  fuzz_pid=$!
   "$make" --no-print-directory unit
   jest_exit=$?
-  # A failed install is shown here; make fuzz-ci then tries it again, and says why it failed.
-  wait "$fuzz_env_pid" || cat "$fuzz_env_log"
-  # Shown live and kept for the summary.
-  "$make" --no-print-directory fuzz-ci 2>&1 | tee "$fuzz_log"
-  fuzz_exit=${PIPESTATUS[0]}
+  wait "$fuzz_pid"
+  fuzz_exit=$?
+  cat "$fuzz_log"
   [ "$jest_exit" = 0 ] && [ "$fuzz_exit" = 0 ] || status=1
 else
   # Nothing is left running behind a failed step.
