@@ -61,3 +61,11 @@ test('a deliver job is one chunk of pushes by default (DESIGN, "Deliver batches"
   const config = loadConfig({});
   expect([config.HERALD_DELIVER_BATCH_SIZE, config.HERALD_DELIVER_CHUNK_SIZE]).toEqual([250, 250]);
 });
+
+test("the queue's backstop poll is 2 s by default, and at least pg-boss's 0.5 s", () => {
+  expect(loadConfig({}).HERALD_QUEUE_POLL_SECONDS).toBe(2);
+  expect(loadConfig({ HERALD_QUEUE_POLL_SECONDS: '0.5' }).HERALD_QUEUE_POLL_SECONDS).toBe(0.5);
+  for (const refused of ['0.4', '61', 'soon']) {
+    expect(() => loadConfig({ HERALD_QUEUE_POLL_SECONDS: refused })).toThrow(/HERALD_QUEUE_POLL_SECONDS/);
+  }
+});

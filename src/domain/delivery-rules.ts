@@ -154,14 +154,17 @@ export function fittedContents(): (notification: PushedNotification, platform: P
   };
 }
 
-/**
- * A provider's answer for one push, as settle reads it (providers/provider.ts PushOutcome is
- * assignable to it: a new kind there fails the type check where jobs.ts hands outcomes to settle).
- */
-export type ProviderAnswer =
+/** A provider's answer for one push (providers/provider.ts hands these to the job runner). */
+export type PushOutcome =
   | { deliveryId: string; kind: 'accepted'; providerId?: string }
+  /** The push address is dead (BadDeviceToken, Unregistered, UNREGISTERED...): fail and invalidate. */
   | { deliveryId: string; kind: 'invalid_token'; reason: string; invalidatedAt?: Date }
-  | { deliveryId: string; kind: 'rejected' | 'credentials'; reason: string }
+  /** This push can never succeed (payload too large, bad collapse id...): fail, keep the device. */
+  | { deliveryId: string; kind: 'rejected'; reason: string }
+  /** Our credentials are wrong, revoked or not allowed this app (TopicDisallowed): fail with
+   * `provider_credentials`, never touch devices. */
+  | { deliveryId: string; kind: 'credentials'; reason: string }
+  /** Worth another try later (429, 5xx, timeouts); `retryAfterSeconds` from the provider if given. */
   | { deliveryId: string; kind: 'transient'; reason: string; retryAfterSeconds?: number };
 
 /** What an attempt left to record; `countAttempt`: whether recording it counts the attempt (claimPending). */
@@ -183,7 +186,7 @@ export const noAttempt = (countAttempt: boolean): Attempt => ({ results: [], inv
  * or retried after a backoff while the notification may still be attempted then (else it fails
  * `expired`). A push the provider gave no answer for is retried like a transient error.
  */
-export function settle(sent: readonly SendableDelivery[], answers: readonly ProviderAnswer[], countAttempt: boolean, now: Date = new Date()): Attempt {
+export function settle(sent: readonly SendableDelivery[], answers: readonly PushOutcome[], countAttempt: boolean, now: Date = new Date()): Attempt {
   const attempt = noAttempt(countAttempt);
   const retry = (deliveryId: string, reason: string, delay: number) => {
     attempt.retry.push(deliveryId);

@@ -174,11 +174,11 @@ function readAnswer(answer: FcmAnswer) {
   const error = typeof json === 'object' && json !== null ? json.error : undefined;
   const google = typeof error === 'object' && error !== null ? error : undefined;
   const details = Array.isArray(google?.details) ? google.details : [];
-  const fcmError = details.find((detail) => detail['@type'] === 'type.googleapis.com/google.firebase.fcm.v1.FcmError');
-  const serverCode = typeof error === 'string' ? error : (fcmError?.errorCode ?? (google && 'status' in google ? google.status : google?.message));
+  const errorCode = details.find((detail) => detail['@type'] === 'type.googleapis.com/google.firebase.fcm.v1.FcmError')?.errorCode;
+  const serverCode = typeof error === 'string' ? error : (errorCode ?? (google && 'status' in google ? google.status : google?.message));
   return {
     code: serverCode !== undefined && Object.hasOwn(clientCodes, serverCode) ? clientCodes[serverCode] : 'unknown-error',
-    errorCode: details.find((detail) => detail['@type']?.endsWith('FcmError'))?.errorCode,
+    errorCode,
     status: google?.status,
     tokenField: details.some((detail) => detail.fieldViolations?.some((violation) => violation.field === 'message.token')),
     text: google?.message ?? '',

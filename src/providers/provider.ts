@@ -1,6 +1,10 @@
 // The one seam between the fanout and Apple/Google: send a batch, get one outcome per push.
 // The fanout never imports a provider library; apns.ts and fcm.ts implement this.
+import type { PushOutcome } from '../domain/delivery-rules.ts';
 import type { PushContent, PushIds } from '../domain/payloads.ts';
+
+/** What a provider answered for one push: the domain's type, which the deliver rules settle. */
+export type { PushOutcome };
 
 export type Push = PushIds & {
   /** The installation's push address: its APNs device token or FCM registration token. */
@@ -9,18 +13,6 @@ export type Push = PushIds & {
   /** Absolute expiry (apns-expiration; FCM ttl is derived from it). Null: the provider's default. */
   expiresAt: Date | null;
 };
-
-export type PushOutcome =
-  | { deliveryId: string; kind: 'accepted'; providerId?: string }
-  /** The push address is dead (BadDeviceToken, Unregistered, UNREGISTERED...): fail and invalidate. */
-  | { deliveryId: string; kind: 'invalid_token'; reason: string; invalidatedAt?: Date }
-  /** This push can never succeed (payload too large, bad collapse id...): fail, keep the device. */
-  | { deliveryId: string; kind: 'rejected'; reason: string }
-  /** Our credentials are wrong, revoked or not allowed this app (TopicDisallowed): fail with
-   * `provider_credentials`, never touch devices. */
-  | { deliveryId: string; kind: 'credentials'; reason: string }
-  /** Worth another try later (429, 5xx, timeouts); `retryAfterSeconds` from the provider if given. */
-  | { deliveryId: string; kind: 'transient'; reason: string; retryAfterSeconds?: number };
 
 export interface PushProvider {
   send(pushes: Push[]): Promise<PushOutcome[]>;

@@ -12,7 +12,7 @@ import {
   settle,
   skipsByPlatform,
   sortClaimed,
-  type ProviderAnswer,
+  type PushOutcome,
   type SendableDelivery,
 } from '../../src/domain/delivery-rules.ts';
 import { highPriority } from '../../src/domain/fanout.ts';
@@ -272,8 +272,8 @@ describe('fittedContents', () => {
 
 describe('settle', () => {
   const notification = pushed();
-  type Answer<A = ProviderAnswer> = A extends ProviderAnswer ? Omit<A, 'deliveryId'> : never;
-  const answer = (delivery: SendableDelivery, rest: Answer): ProviderAnswer => ({ deliveryId: delivery.deliveryId, ...rest });
+  type Answer<A = PushOutcome> = A extends PushOutcome ? Omit<A, 'deliveryId'> : never;
+  const answer = (delivery: SendableDelivery, rest: Answer): PushOutcome => ({ deliveryId: delivery.deliveryId, ...rest });
 
   test('records accepted, rejected and credential failures as final outcomes', () => {
     const [a, b, c] = [sendable(notification), sendable(notification), sendable(notification)];
