@@ -4,7 +4,7 @@
 import { ProviderCredential } from '../src/db/entities.ts';
 import { readBatch } from '../src/db/sql/deliveries.ts';
 import { createProviderClients } from '../src/worker/clients.ts';
-import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
+import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
 import { waitFor } from './support/receiver.ts';
 import { silentLogger } from './support/simulators.ts';
 
@@ -106,3 +106,33 @@ test('a batch that read the credential its cached client was opened with reuses 
     await clients.close();
   }
 });
+
+test('answers spread past the deadline: a push answered in time keeps its answer, only the unanswered ones are sent again', async () => {
+  const app = await pipeline.newApplication();
+  const users = Array.from({ length: 40 }, (_, index) => `spread-${index}`);
+  await app.registerAll(users.map((user) => [`${user}-pixel`, android(`${user}-token`, user)]));
+  // The application's FCM connection and token are ready: the deadline then measures answers alone.
+  await app.settled(await app.send({ recipients: { user_ids: [users[0]] }, notification: { title: 'Warm-up' } }), 30_000);
+  pipeline.fcm.clear();
+  // Half the answers come after the 1 s deadline.
+  pipeline.fcm.setLatency({ min: 0, max: 2000 });
+  const id = await app.send({ recipients: { user_ids: users }, notification: { title: 'Spread' } });
+  await waitFor(() => app.deliveries(id), (rows) => rows.some((row) => row.state === 'accepted'), 20_000);
+  pipeline.fcm.setLatency(0);
+  const notification = await app.settled(id, 30_000);
+  expect(notification.statistics).toMatchObject({ installations: 40, accepted: 40, failed: 0 });
+
+  const deliveries = await app.deliveries(id);
+  const retried = deliveries.filter((delivery) => delivery.attempts > 1);
+  const pushesPerDevice = new Map<string, number>();
+  for (const push of pipeline.fcm.received) {
+    if (push.token?.startsWith('spread-')) pushesPerDevice.set(push.token, (pushesPerDevice.get(push.token) ?? 0) + 1);
+  }
+  // The first round kept the answers that came in time: not every delivery was sent twice.
+  expect(retried.length).toBeGreaterThan(0);
+  expect(retried.length).toBeLessThan(40);
+  expect(pushesPerDevice.size).toBe(40);
+  // A device got a second copy only when its first answer was late.
+  const doubled = [...pushesPerDevice.values()].filter((count) => count > 1).length;
+  expect(doubled).toBeLessThanOrEqual(retried.length);
+}, 60_000);

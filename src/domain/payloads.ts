@@ -111,11 +111,20 @@ export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
     }),
   );
   const notification = compact({ title, body, imageUrl });
+  const shown = nonEmpty(notification) !== undefined;
   const android = compact({
     priority: options.priority,
     collapseKey: options.collapse_id,
     notification: nonEmpty(
-      compact({ channelId: options.android_channel_id, sound: options.sound, notificationCount: options.badge }),
+      compact({
+        // collapse_key only replaces a message still waiting in FCM; the tag replaces a notification
+        // still shown, so a repeated push (a retry after a lost answer) does not stack a second one.
+        // A data-only push shows nothing: a tag would make it a notification.
+        tag: shown ? (options.collapse_id ?? ids.notificationId) : undefined,
+        channelId: options.android_channel_id,
+        sound: options.sound,
+        notificationCount: options.badge,
+      }),
     ),
   });
   return compact({
@@ -147,9 +156,14 @@ export function apnsPayloads(content: PushContent): (ids: PushIds) => JsonObject
 
 /** fcmMessage for the pushes of one content, built likewise: each push gets its own `data`. */
 export function fcmMessages(content: PushContent): (ids: PushIds) => JsonObject {
-  const shared = fcmMessage(content, sampleIds);
-  const data = shared.data as Record<string, string>;
-  return (ids) => ({ ...shared, data: { ...data, herald_delivery_id: ids.deliveryId, herald_notification_id: ids.notificationId } });
+  // The notification's id is in the message (the tag): what is shared is built once per notification.
+  const shared = new Map<string, JsonObject>();
+  return (ids) => {
+    let message = shared.get(ids.notificationId);
+    if (!message) shared.set(ids.notificationId, (message = fcmMessage(content, { ...sampleIds, notificationId: ids.notificationId })));
+    const data = message.data as Record<string, string>;
+    return { ...message, data: { ...data, herald_delivery_id: ids.deliveryId } };
+  };
 }
 
 /** Bytes of what the provider counts against its limit: the APNs payload; FCM's data + notification. */

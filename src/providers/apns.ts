@@ -5,7 +5,7 @@ import apn from '@parse/node-apn';
 import { apnsPayload, apnsPayloads } from '../domain/payloads.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { Logger } from '../logging/logger.ts';
-import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
+import type { ProviderEndpoints, Push, PushOutcome, PushProvider, SendOptions } from './provider.ts';
 import type { ApnsCredentials } from '../domain/credentials.ts';
 import { createLimiter, networkReason, perContent, socketHost, summarize, unusableProvider } from './support.ts';
 
@@ -65,14 +65,25 @@ export function createApnsProvider(
 
   const limit = createLimiter(options.concurrency ?? defaultConcurrency);
   return {
-    async send(pushes: Push[]): Promise<PushOutcome[]> {
+    async send(pushes: Push[], sendOptions: SendOptions = {}): Promise<PushOutcome[]> {
       // One recipient per library send(): every push has its own payload (its delivery id), and
       // results come back keyed by device token, which pushes sharing a token would make ambiguous.
       const payloadOf = perContent(apnsPayloads);
-      const sendOne = (push: Push) =>
-        limit(async () =>
-          outcomeOf(push.deliveryId, await client.send(notificationFor(push, credentials.bundleId, payloadOf(push)), push.providerIdentifier)),
-        );
+      const deadline = deadlineOf(sendOptions.deadline);
+      const answer = (push: Push) =>
+        limit(async () => {
+          // Still waiting for a slot at the deadline: never sent, so nothing to wait for.
+          if (deadline.passed) return timedOut(push.deliveryId);
+          return outcomeOf(push.deliveryId, await client.send(notificationFor(push, credentials.bundleId, payloadOf(push)), push.providerIdentifier));
+        });
+      // Past the deadline a push without its answer is given up; the library's request stays in
+      // flight until its own timeout, and whatever it answers then is not used.
+      const sendOne = (push: Push) => {
+        const answered = answer(push);
+        // Settled after the deadline, a rejection has nobody left to handle it.
+        answered.catch(() => undefined);
+        return Promise.race([answered, deadline.reached.then(() => timedOut(push.deliveryId))]);
+      };
       // HTTP/2 writes go out when the event loop turns: issued all at once, the first push of a
       // batch would wait until the whole batch is built. A slice at a time, the first ones leave
       // while the rest are prepared.
@@ -84,7 +95,7 @@ export function createApnsProvider(
         slice.catch(() => undefined);
         slices.push(slice);
       }
-      const outcomes = (await Promise.all(slices)).flat();
+      const outcomes = (await Promise.all(slices).finally(deadline.clear)).flat();
       const summary = summarize(outcomes);
       if (summary.credentials) log.warn(summary, 'APNs refused our credentials');
       else log.debug(summary, 'APNs batch sent');
@@ -104,6 +115,23 @@ export function createApnsProvider(
       clearTimeout(timer);
     },
   };
+}
+
+const timedOut = (deliveryId: string): PushOutcome => ({ deliveryId, kind: 'transient', reason: 'provider timeout' });
+
+/** A send's deadline: a promise that settles when it is reached (never without one). */
+function deadlineOf(at: Date | undefined): { reached: Promise<void>; readonly passed: boolean; clear(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  let passed = false;
+  const reached = at
+    ? new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          passed = true;
+          resolve();
+        }, at.getTime() - Date.now());
+      })
+    : new Promise<void>(() => undefined);
+  return { reached, get passed() { return passed; }, clear: () => clearTimeout(timer) };
 }
 
 function endpointOptions(endpoints: ProviderEndpoints): { address?: string; port?: number; ca?: string[] } {
@@ -131,7 +159,8 @@ export function notificationFor(push: Push, bundleId: string, payload = apnsPayl
   note.priority = visible && options.priority !== 'normal' ? 10 : 5;
   if (options.ttl === 0) note.expiry = 0;
   else if (push.expiresAt) note.expiry = Math.floor(push.expiresAt.getTime() / 1000);
-  if (options.collapse_id !== undefined) note.collapseId = options.collapse_id;
+  // A repeated push (a retry after a lost answer) replaces the one still shown instead of stacking.
+  note.collapseId = options.collapse_id ?? push.notificationId;
   // Our delivery id as apns-id: Apple's answers and its delivery log then name the delivery.
   if (isUuid(push.deliveryId)) note.id = push.deliveryId.toLowerCase();
   return note;

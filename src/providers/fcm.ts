@@ -6,7 +6,7 @@ import type { Logger } from '../logging/logger.ts';
 import { createFcmClient, timeoutError, type FcmAnswer } from './fcm-client.ts';
 import { fcmSendBody, InvalidFcmMessage } from './fcm-message.ts';
 import { fcmAccessTokens } from './fcm-token.ts';
-import type { ProviderEndpoints, Push, PushOutcome, PushProvider } from './provider.ts';
+import type { ProviderEndpoints, Push, PushOutcome, PushProvider, SendOptions } from './provider.ts';
 import type { FcmCredentials } from '../domain/credentials.ts';
 import { networkReason, parseJsonOrUndefined, parseRetryAfter, perContent, summarize, unusableProvider } from './support.ts';
 
@@ -17,22 +17,12 @@ export type FcmProviderOptions = {
   sessionIdleMs?: number;
 };
 
-export type FcmSendOptions = {
-  /**
-   * Pushes FCM has not answered by then are given up, each as a transient `provider timeout`;
-   * those answered keep their outcome.
-   */
-  deadline?: Date;
-};
-
-export type FcmProvider = PushProvider & { send(pushes: Push[], options?: FcmSendOptions): Promise<PushOutcome[]> };
-
 export function createFcmProvider(
   credentials: FcmCredentials,
   endpoints: ProviderEndpoints,
   logger: Logger,
   options: FcmProviderOptions = {},
-): FcmProvider {
+): PushProvider {
   const serviceAccount = credentials.serviceAccount;
   const log = logger.child({ module: 'fcm', projectId: serviceAccount.project_id });
   const accessToken = fcmAccessTokens(serviceAccount, endpoints.fcm, endpoints.ca);
@@ -68,21 +58,23 @@ export function createFcmProvider(
   }
 
   return {
-    async send(pushes: Push[], sendOptions: FcmSendOptions = {}): Promise<PushOutcome[]> {
+    async send(pushes: Push[], sendOptions: SendOptions = {}): Promise<PushOutcome[]> {
       const now = Date.now();
       const controller = new AbortController();
       const deadline = sendOptions.deadline
         ? setTimeout(() => controller.abort(timeoutError('FCM did not answer before the deadline')), sendOptions.deadline.getTime() - now)
         : undefined;
       try {
+        const signal = deadline ? controller.signal : undefined;
         let token: string;
         try {
-          token = await accessToken();
+          token = await untilAborted(accessToken(), signal);
         } catch (error) {
+          // No token by the deadline is the deadline's timeout, not a credentials problem.
+          if (signal?.aborted) return pushes.map((push) => fcmOutcome(push.deliveryId, { unanswered: error }));
           return pushes.map((push) => fcmOutcome(push.deliveryId, { credential: error }));
         }
         const messageOf = perContent(fcmMessages);
-        const signal = deadline ? controller.signal : undefined;
         const outcomes = await Promise.all(pushes.map((push) => sendOne(push, now, messageOf(push), token, signal)));
         const summary = summarize(outcomes);
         if (summary.credentials) log.warn(summary, 'FCM refused our credentials');
@@ -99,6 +91,17 @@ export function createFcmProvider(
 }
 
 type Message = Record<string, unknown>;
+
+/** `promise`, or the signal's reason once it aborts first. */
+function untilAborted<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
 
 /**
  * The message for one push, in firebase-admin's field names (fcm-message.ts turns it into FCM's

@@ -14,8 +14,16 @@ export type Push = PushIds & {
   expiresAt: Date | null;
 };
 
+export type SendOptions = {
+  /**
+   * Each push the provider has not answered by then is given up, as a transient `provider
+   * timeout`; the pushes answered keep their outcome. The send resolves by the deadline.
+   */
+  deadline?: Date;
+};
+
 export interface PushProvider {
-  send(pushes: Push[]): Promise<PushOutcome[]>;
+  send(pushes: Push[], options?: SendOptions): Promise<PushOutcome[]>;
   close(): Promise<void>;
 }
 

@@ -84,16 +84,24 @@ export type JobContext = {
 const unreachable = new Set<string>(networkReasons);
 
 /**
- * The provider's answers, or, past the deadline, a timeout for every push (the client is then
- * rebuilt). Without a deadline a hung connection would hold the batch until the job expires.
+ * How long past its deadline a provider's send may take before it counts as hung: the providers
+ * give up each unanswered push at the deadline themselves, so only a fault of theirs reaches this.
  */
-async function sendWithDeadline(provider: PushProvider, pushes: Push[], deadlineMs: number): Promise<PushOutcome[] | 'timeout'> {
+const hungSendGraceMs = 2000;
+
+/**
+ * The provider's answers: each push answered by the deadline keeps its answer, the others are
+ * transient `provider timeout`s (providers do this per push). A send still running well past the
+ * deadline is a hung client: every push is then a timeout, and the client is rebuilt. Without this
+ * backstop a hung connection would hold the batch until the job expires.
+ */
+async function sendWithDeadline(provider: PushProvider, pushes: Push[], deadlineMs: number): Promise<PushOutcome[] | 'hung'> {
   let timer: NodeJS.Timeout | undefined;
-  const sending = provider.send(pushes);
-  // Still settles after the deadline; nobody awaits it then.
+  const sending = provider.send(pushes, { deadline: new Date(Date.now() + deadlineMs) });
+  // Still settles after the backstop; nobody awaits it then.
   sending.catch(() => undefined);
   try {
-    return await Promise.race([sending, new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), deadlineMs)))]);
+    return await Promise.race([sending, new Promise<'hung'>((resolve) => (timer = setTimeout(() => resolve('hung'), deadlineMs + hungSendGraceMs)))]);
   } finally {
     clearTimeout(timer);
   }
@@ -301,12 +309,16 @@ async function sendChunk(
   try {
     const answered = await sendWithDeadline(client.provider, pushes, context.sendDeadlineMs);
     providerRequest(job.platform, (performance.now() - started) / 1000);
-    if (answered === 'timeout') {
-      context.logger.warn({ applicationId: job.applicationId, pushes: pushes.length, deadlineMs: context.sendDeadlineMs }, 'provider send timed out');
+    const timedOut = answered === 'hung' ? pushes.length : answered.filter((o) => o.kind === 'transient' && o.reason === 'provider timeout').length;
+    if (timedOut > 0) {
+      context.logger.warn({ applicationId: job.applicationId, pushes: pushes.length, timedOut, deadlineMs: context.sendDeadlineMs }, 'provider did not answer every push in time');
+    }
+    // Not one answer by the deadline: the connection is wedged, and a fresh client is the cure.
+    if (answered === 'hung' || (timedOut === pushes.length && pushes.length > 0)) {
       context.clients.report(client, 'broken');
       marks.healthy = false;
       await markCredentialUnreachable(db, client.credentialId);
-      return failAll('provider timeout');
+      return answered === 'hung' ? failAll('provider timeout') : answered;
     }
     outcomes = answered;
     const reached = outcomes.length === 0 || !outcomes.every((o) => o.kind === 'transient' && unreachable.has(o.reason));

@@ -418,7 +418,7 @@ describe('fcmMessage', () => {
       android: {
         priority: 'high',
         collapseKey: 'order-1042',
-        notification: { channelId: 'orders', sound: 'bell', notificationCount: 3 },
+        notification: { tag: 'order-1042', channelId: 'orders', sound: 'bell', notificationCount: 3 },
       },
     });
   });
@@ -451,7 +451,7 @@ describe('fcmMessage', () => {
     expect(fcmMessage(push, ids)).toEqual({
       notification: { title: 'Hi' },
       data: { herald_delivery_id: 'delivery-1', herald_notification_id: 'notification-1' },
-      android: { priority: 'high', notification: { channelId: 'orders', color: '#ff0000' } },
+      android: { priority: 'high', notification: { tag: 'notification-1', channelId: 'orders', color: '#ff0000' } },
     });
   });
 });

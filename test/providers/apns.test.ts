@@ -108,7 +108,15 @@ describe('what APNs receives', () => {
     const byToken = Object.fromEntries(sim.received.map((received) => [received.token, received]));
     expect(byToken['token-ttl-0'].expiration).toBe('0');
     expect(byToken['token-no-expiry'].expiration).toBeUndefined();
-    expect(byToken['token-no-expiry'].collapseId).toBeUndefined();
+  });
+
+  test('apns-collapse-id is the collapse_id, else the notification id, so a repeated push replaces the one shown', async () => {
+    const plain = makePush('token-collapse-plain', { notification: { title: 'Hi' } });
+    const collapsing = makePush('token-collapse-given', { notification: { title: 'Sale' }, options: { collapse_id: 'sale' } });
+    await provider.send([plain, collapsing]);
+    const byToken = Object.fromEntries(sim.received.map((received) => [received.token, received]));
+    expect(byToken['token-collapse-plain'].collapseId).toBe(plain.notificationId);
+    expect(byToken['token-collapse-given'].collapseId).toBe('sale');
   });
 
   test('platform_overrides.ios are merged into the payload last', async () => {
@@ -260,6 +268,43 @@ describe('APNs errors become outcomes', () => {
       expect(outcome).toMatchObject({ deliveryId: push.deliveryId, kind: 'transient', reason: expect.stringMatching(/timeout/) });
     } finally {
       await impatient.close();
+    }
+  });
+});
+
+describe('a deadline for the pushes of a send', () => {
+  test('pushes APNs answered keep their outcome; only those still unanswered at the deadline become transient', async () => {
+    // The connection is open: the deadline measures APNs' answers alone.
+    await provider.send([makePush('deadline-warm-up')]);
+    sim.setLatency({ min: 0, max: 4000 });
+    const pushes = Array.from({ length: 40 }, (_, index) => makePush(`deadline-${index}`));
+    const started = Date.now();
+    const outcomes = await provider.send(pushes, { deadline: new Date(started + 2000) });
+    expect(Date.now() - started).toBeLessThan(2900);
+    const accepted = outcomes.filter((outcome) => outcome.kind === 'accepted');
+    const late = outcomes.filter((outcome) => outcome.kind !== 'accepted');
+    expect(accepted.length).toBeGreaterThan(0);
+    expect(late.length).toBeGreaterThan(0);
+    expect(late.every((outcome) => outcome.kind === 'transient' && outcome.reason === 'provider timeout')).toBe(true);
+    expect(outcomes.map((outcome) => outcome.deliveryId)).toEqual(pushes.map((push) => push.deliveryId));
+  });
+
+  test('pushes still waiting for a slot at the deadline are never sent', async () => {
+    const narrow = createApnsProvider(credentials, { apns: sim.url, ca: sim.ca }, silentLogger, { concurrency: 2 });
+    try {
+      await narrow.send([makePush('narrow-warm-up')]);
+      sim.clear();
+      sim.setLatency(600);
+      const pushes = Array.from({ length: 10 }, (_, index) => makePush(`narrow-${index}`));
+      const outcomes = await narrow.send(pushes, { deadline: new Date(Date.now() + 1000) });
+      // Two slots, 600 ms an answer: the first two are answered, the next two are in flight at the
+      // deadline, and the six that never got a slot must not reach APNs after it.
+      expect(outcomes.filter((outcome) => outcome.kind === 'accepted')).toHaveLength(2);
+      sim.setLatency(undefined);
+      await narrow.send([makePush('narrow-after')]);
+      expect(sim.received.filter((push) => push.token.startsWith('narrow-')).length).toBeLessThanOrEqual(5);
+    } finally {
+      await narrow.close();
     }
   });
 });
