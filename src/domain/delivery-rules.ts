@@ -8,7 +8,7 @@ import type { Candidate, ClaimedDelivery, DeliveryResult, MovedCount, NewDeliver
 import type { Invalidation } from '../db/sql/installations.ts';
 import type { FannedNotification } from '../db/sql/notifications.ts';
 import { chunk } from './chunk.ts';
-import { classify, isDataOnly, jobPriority, mayAttempt, retryDelaySeconds } from './fanout.ts';
+import { classify, isDataOnly, jobPriority, mayAttempt, retryWindow } from './fanout.ts';
 import { localeMatcher } from './locales.ts';
 import { contentFor, fitToPlatform, pushContent, type PushContent } from './payloads.ts';
 import { providerOf, type Platform } from './platforms.ts';
@@ -183,14 +183,19 @@ export const noAttempt = (countAttempt: boolean): Attempt => ({ results: [], inv
 
 /**
  * A chunk's answers as outcomes to record: accepted, failed (a dead device is invalidated too),
- * or retried after a backoff while the notification may still be attempted then (else it fails
- * `expired`). A push the provider gave no answer for is retried like a transient error.
+ * or retried after a backoff (fanout.ts retryWindow) while the push may still be attempted (else
+ * it fails `expired`). A push the provider gave no answer for is retried like a transient error.
+ * The retry job runs after the longest backoff asked, but before the first of its pushes expires.
  */
 export function settle(sent: readonly SendableDelivery[], answers: readonly PushOutcome[], countAttempt: boolean, now: Date = new Date()): Attempt {
   const attempt = noAttempt(countAttempt);
-  const retry = (deliveryId: string, reason: string, delay: number) => {
-    attempt.retry.push(deliveryId);
-    attempt.retryAfter = Math.max(attempt.retryAfter, delay);
+  let latest = Infinity;
+  const retryOrExpire = (delivery: SendableDelivery, reason: string, retryAfterSeconds?: number) => {
+    const window = retryWindow(delivery.notification, delivery.attempts, now, retryAfterSeconds);
+    if (!window) return fail(delivery.deliveryId, 'expired');
+    attempt.retry.push(delivery.deliveryId);
+    attempt.retryAfter = Math.max(attempt.retryAfter, window.delay);
+    latest = Math.min(latest, window.latest);
     attempt.retryReasons.set(reason, (attempt.retryReasons.get(reason) ?? 0) + 1);
   };
   const fail = (deliveryId: string, reason: string) => attempt.results.push(ended(deliveryId, 'failed', reason));
@@ -220,18 +225,15 @@ export function settle(sent: readonly SendableDelivery[], answers: readonly Push
       case 'credentials':
         fail(answer.deliveryId, 'provider_credentials');
         break;
-      case 'transient': {
-        const delay = retryDelaySeconds(delivery.attempts, answer.retryAfterSeconds);
-        const retryAt = new Date(now.getTime() + delay * 1000);
-        if (!mayAttempt(delivery.notification, delivery.attempts + 1, retryAt)) fail(answer.deliveryId, 'expired');
-        else retry(answer.deliveryId, answer.reason, delay);
+      case 'transient':
+        retryOrExpire(delivery, answer.reason, answer.retryAfterSeconds);
         break;
-      }
     }
   }
   for (const delivery of sent) {
-    if (!answered.has(delivery.deliveryId)) retry(delivery.deliveryId, 'unanswered', retryDelaySeconds(delivery.attempts));
+    if (!answered.has(delivery.deliveryId)) retryOrExpire(delivery, 'unanswered');
   }
+  attempt.retryAfter = Math.min(attempt.retryAfter, latest);
   return attempt;
 }
 

@@ -90,6 +90,28 @@ export function expiresAt(notification: Timed): Date | null {
   return ttl === undefined ? null : new Date(sentAt(notification).getTime() + ttl * 1000);
 }
 
+/** How long before its expiry a push's last retry is due: a due job may start a queue poll late. */
+const lastAttemptMarginSeconds = 3;
+
+/**
+ * When a push answered transiently (or not at all) is tried again, in seconds from `now`: after
+ * its backoff, but no later than `latest`, the last moment it may still go out (its expiry less a
+ * margin), so that a delivery fails `expired` only once its time to live has really passed. Null:
+ * no attempt may follow (a ttl of 0, or the expiry has passed).
+ */
+export function retryWindow(
+  notification: Timed,
+  attempt: number,
+  now: Date,
+  retryAfterSeconds?: number,
+): { delay: number; latest: number } | null {
+  if (!mayAttempt(notification, attempt + 1, now)) return null;
+  const ttl = ttlSeconds(notification) ?? defaultRetryHorizonSeconds;
+  const secondsLeft = (sentAt(notification).getTime() + ttl * 1000 - now.getTime()) / 1000;
+  const latest = Math.max(0, Math.floor(secondsLeft - lastAttemptMarginSeconds));
+  return { delay: Math.min(retryDelaySeconds(attempt, retryAfterSeconds), latest), latest };
+}
+
 /**
  * Whether an attempt may still be made: until sent + ttl (the default horizon without a ttl). A
  * ttl of 0 means "now or never": one attempt, no retry. `at` lets a retry be judged at the time it

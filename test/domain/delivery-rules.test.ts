@@ -316,12 +316,44 @@ describe('settle', () => {
     expect(Object.fromEntries(attempt.retryReasons)).toEqual({ TooManyRequests: 2, unanswered: 1 });
   });
 
-  test('fails as expired a transient error whose retry would come after the ttl', () => {
+  test('a transient error whose backoff would land after the ttl is tried once more before the ttl ends, not failed', () => {
     const brief = pushed({ options: { ttl: 60 } });
     const delivery = sendable(brief, { attempts: 1 });
+    // 59 s left at later(1): the retry comes 3 s before the expiry, not after the 120 s asked.
     const attempt = settle([delivery], [answer(delivery, { kind: 'transient', reason: 'ServiceUnavailable', retryAfterSeconds: 120 })], false, later(1));
+    expect(attempt.results).toEqual([]);
+    expect(attempt.retry).toEqual([delivery.deliveryId]);
+    expect(attempt.retryAfter).toBe(56);
+  });
+
+  test('a late attempt of a push about to expire is retried at once; one whose ttl has passed fails as expired', () => {
+    const brief = pushed({ options: { ttl: 20 } });
+    const [closing, gone] = [sendable(brief, { attempts: 6 }), sendable(brief, { attempts: 6 })];
+    const nearlyOver = settle([closing], [answer(closing, { kind: 'transient', reason: 'provider timeout' })], false, later(19));
+    expect([nearlyOver.retry, nearlyOver.retryAfter]).toEqual([[closing.deliveryId], 0]);
+    const over = settle([gone], [answer(gone, { kind: 'transient', reason: 'provider timeout' })], false, later(21));
+    expect(over.results).toEqual([{ deliveryId: gone.deliveryId, state: 'failed', reason: 'expired', providerMessageId: null }]);
+    expect(over.retry).toEqual([]);
+  });
+
+  test('a retry job with pushes of several notifications runs before the first of them expires', () => {
+    const [brief, lasting] = [pushed({ options: { ttl: 30 } }), pushed({ options: { ttl: 3600 } })];
+    const [short, long] = [sendable(brief, { attempts: 1 }), sendable(lasting, { attempts: 1 })];
+    const attempt = settle(
+      [short, long],
+      [answer(short, { kind: 'transient', reason: 'TooManyRequests' }), answer(long, { kind: 'transient', reason: 'TooManyRequests', retryAfterSeconds: 600 })],
+      false,
+      later(1),
+    );
+    expect(attempt.retry).toEqual([short.deliveryId, long.deliveryId]);
+    expect(attempt.retryAfter).toBe(26);
+  });
+
+  test('a push with a ttl of 0 is never retried: it fails as expired', () => {
+    const nowOrNever = pushed({ options: { ttl: 0 } });
+    const delivery = sendable(nowOrNever, { attempts: 1 });
+    const attempt = settle([delivery], [answer(delivery, { kind: 'transient', reason: 'ServiceUnavailable' })], true, later(0));
     expect(attempt.results).toEqual([{ deliveryId: delivery.deliveryId, state: 'failed', reason: 'expired', providerMessageId: null }]);
-    expect(attempt.retry).toEqual([]);
   });
 
   test('ignores an answer for a push the chunk did not send', () => {
