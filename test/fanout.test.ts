@@ -351,15 +351,17 @@ describe('time to live', () => {
     expect(apnsTo('now-1')[0].expiration).toBe('0');
   });
 
-  test('a retry that would land after created_at + ttl is not made: the push fails as expired', async () => {
+  test('a push whose backoff would outlast its ttl gets one last attempt before the expiry, and fails as expired only once the ttl has passed', async () => {
     pipeline.fcm.setRules([{ prefix: 'late-', reason: 'UNAVAILABLE', retryAfter: 30 }]);
     const app = await pipeline.newApplication();
     await app.register('late', android('late-1', 'max'));
-    const id = await app.send({ recipients: { user_ids: ['max'] }, notification: { title: 'Hi' }, options: { ttl: 5 } });
-    const notification = await app.settled(id);
+    const id = await app.send({ recipients: { user_ids: ['max'] }, notification: { title: 'Hi' }, options: { ttl: 6 } });
+    const notification = await app.settled(id, 20_000);
     expect(notification.status).toBe('failed');
     const [delivery] = await app.deliveries(id);
-    expect([delivery.reason, delivery.attempts]).toEqual(['expired', 1]);
+    expect([delivery.reason, delivery.attempts]).toEqual(['expired', 2]);
+    expect(fcmTo('late-1')).toHaveLength(2);
+    expect(Date.parse(notification.completed_at!)).toBeGreaterThanOrEqual(Date.parse(notification.created_at) + 6000);
   });
 });
 

@@ -136,3 +136,22 @@ test('answers spread past the deadline: a push answered in time keeps its answer
   const doubled = [...pushesPerDevice.values()].filter((count) => count > 1).length;
   expect(doubled).toBeLessThanOrEqual(retried.length);
 }, 60_000);
+
+test('pushes waiting out a long backoff go out within seconds of the provider answering again', async () => {
+  const app = await pipeline.newApplication();
+  await app.register('waiting-pixel', android('waiting-token', 'wanda'));
+  await app.register('fresh-pixel', android('fresh-token', 'fred'));
+  // FCM refuses with a minute's Retry-After: the retry is queued a minute out.
+  pipeline.fcm.setRules([{ prefix: 'waiting-', reason: 'UNAVAILABLE', retryAfter: 60 }]);
+  const waiting = await app.send({ recipients: { user_ids: ['wanda'] }, notification: { title: 'Waiting' } });
+  await waitFor(() => app.deliveries(waiting), ([delivery]) => delivery?.state === 'pending' && delivery.attempts >= 1, 20_000);
+  pipeline.fcm.setRules([]);
+
+  // The provider's first good answer since: a push of another notification is accepted.
+  const fresh = await app.send({ recipients: { user_ids: ['fred'] }, notification: { title: 'Fresh' } });
+  await app.settled(fresh, 20_000);
+  const answeredAt = Date.now();
+  const notification = await app.settled(waiting, 20_000);
+  expect(notification.statistics).toMatchObject({ accepted: 1, failed: 0 });
+  expect(Date.now() - answeredAt).toBeLessThan(5000);
+}, 60_000);

@@ -94,10 +94,12 @@ export function expiresAt(notification: Timed): Date | null {
 const lastAttemptMarginSeconds = 3;
 
 /**
- * When a push answered transiently (or not at all) is tried again, in seconds from `now`: after
- * its backoff, but no later than `latest`, the last moment it may still go out (its expiry less a
- * margin), so that a delivery fails `expired` only once its time to live has really passed. Null:
- * no attempt may follow (a ttl of 0, or the expiry has passed).
+ * When a push answered transiently (or not at all) is tried again, in seconds from `now`, and the
+ * latest its retry job may run: after its backoff, but at the latest just before its expiry (less
+ * a margin), so that a push whose backoff would outlast its ttl gets one last attempt rather than
+ * none. With no time left for an attempt, the job comes back once the ttl has passed and records
+ * the delivery `expired` then, never before. Null: no attempt may follow and the ttl is over (or
+ * is 0, "now or never").
  */
 export function retryWindow(
   notification: Timed,
@@ -108,8 +110,12 @@ export function retryWindow(
   if (!mayAttempt(notification, attempt + 1, now)) return null;
   const ttl = ttlSeconds(notification) ?? defaultRetryHorizonSeconds;
   const secondsLeft = (sentAt(notification).getTime() + ttl * 1000 - now.getTime()) / 1000;
-  const latest = Math.max(0, Math.floor(secondsLeft - lastAttemptMarginSeconds));
-  return { delay: Math.min(retryDelaySeconds(attempt, retryAfterSeconds), latest), latest };
+  const backoff = retryDelaySeconds(attempt, retryAfterSeconds);
+  const latest = Math.floor(secondsLeft - lastAttemptMarginSeconds);
+  if (backoff <= latest) return { delay: backoff, latest };
+  if (latest >= 1) return { delay: latest, latest };
+  const pastExpiry = Math.ceil(secondsLeft) + 1;
+  return { delay: pastExpiry, latest: pastExpiry };
 }
 
 /**

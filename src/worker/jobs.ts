@@ -79,6 +79,11 @@ export type JobContext = {
   sendDeadlineMs: number;
   /** Pushes sent per provider round trip, each round's outcomes recorded before the next is sent. */
   recordEvery: number;
+  /**
+   * The keys (waitingRetriesKey) of retry jobs this process has queued since it last resumed them:
+   * a batch the provider accepts then resumes them, even when it is not a retry itself.
+   */
+  waitingRetries: Set<string>;
 };
 
 const unreachable = new Set<string>(networkReasons);
@@ -235,14 +240,34 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
   if (sendable.length > 0 && !client) {
     for (const delivery of sendable) unsendable.push(ended(delivery.deliveryId, 'skipped', 'no_credentials'));
   }
-  if (unsendable.length > 0) await record(db, context, job, notifications, { ...noAttempt(!countAtClaim), results: unsendable });
+  // Nothing was pushed for these: their attempts stay as they were.
+  if (unsendable.length > 0) await record(db, context, job, notifications, { ...noAttempt(false), results: unsendable });
   const health: CredentialMarks = { healthy: !batch.credential?.marked };
-  const cancelled = client ? await sendAndRecord(db, context, job, notifications, client, health, sendable, !countAtClaim) : new Set<string>();
+  const { cancelled, accepted } = client
+    ? await sendAndRecord(db, context, job, notifications, client, health, sendable, !countAtClaim)
+    : { cancelled: new Set<string>(), accepted: 0 };
   for (const notificationId of cancelled) await endCancelled(db, context, { notificationId, applicationId: job.applicationId });
   await completeIfDone(db, context, job.applicationId, [...notifications.keys()].filter((id) => !cancelled.has(id)));
+  // The provider answers again after refusing or failing: pushes waiting out their backoff go now.
+  const recovered =
+    accepted > 0 && (batch.credential?.marked || context.waitingRetries.has(waitingRetriesKey(job)) || sendable.some((delivery) => delivery.attempts > 1));
+  if (recovered) await resumeWaitingRetries(context, job);
 }
 
-/** Pushes the sendable deliveries a chunk at a time; answers the notifications found cancelled. */
+/**
+ * The retry jobs of an application's pushes to one platform share a pg-boss singleton key: after
+ * an outage their backoff may be minutes long, and once the provider answers again they are made
+ * due at once (pg-boss `update`), instead of each waiting out its step.
+ */
+const waitingRetriesKey = (job: Pick<DeliverJob, 'applicationId' | 'platform'>) => `retry:${job.applicationId}:${job.platform}`;
+
+async function resumeWaitingRetries(context: JobContext, job: DeliverJob): Promise<void> {
+  context.waitingRetries.delete(waitingRetriesKey(job));
+  const { updated } = await context.boss.update(queues.deliver, undefined, { singletonKey: waitingRetriesKey(job), match: 'all', startAfter: 0 });
+  if (updated > 0) context.logger.info({ applicationId: job.applicationId, platform: job.platform, jobs: updated }, 'provider answers again: waiting retries resumed');
+}
+
+/** Pushes the sendable deliveries a chunk at a time; answers the notifications found cancelled and the pushes accepted. */
 async function sendAndRecord(
   db: EntityManager,
   context: JobContext,
@@ -252,7 +277,7 @@ async function sendAndRecord(
   health: CredentialMarks,
   sendable: SendableDelivery[],
   countAttempt: boolean,
-): Promise<Set<string>> {
+): Promise<{ cancelled: Set<string>; accepted: number }> {
   const contentOf = fittedContents();
   // Outcomes are recorded a chunk at a time, each before the next chunk is sent: a crash or a
   // database outage re-sends at most the one chunk whose answers were not recorded yet. Each chunk
@@ -260,6 +285,7 @@ async function sendAndRecord(
   // (domain/cancellation.ts): once one is cancelled, nothing more of it is pushed, and the cancel
   // ends its deliveries left pending.
   const cancelled = new Set<string>();
+  let accepted = 0;
   for (const part of chunk(sendable, context.recordEvery)) {
     const pushed = await db.transactional(async (tx) => {
       const found = await holdUncancelled(tx, [...new Set(part.map((delivery) => delivery.notificationId))]);
@@ -277,8 +303,9 @@ async function sendAndRecord(
     });
     for (const id of pushed.found) cancelled.add(id);
     reportRecorded(job, pushed.attempt, pushed.moved);
+    accepted += pushed.attempt.results.filter((result) => result.state === 'accepted').length;
   }
-  return cancelled;
+  return { cancelled, accepted };
 }
 
 /** A job that found its notification cancelled finishes the cancel, in case the cancel itself was cut short. */
@@ -379,11 +406,17 @@ async function recordIn(tx: EntityManager, context: JobContext, job: DeliverJob,
   const events = [...deliveriesFailed(failed), ...(announceInvalidated ? installationsInvalidated(invalidated) : [])];
   if (events.length > 0) await webhooks.emit(tx, job.applicationId, events);
   if (attempt.retry.length > 0) {
+    context.waitingRetries.add(waitingRetriesKey(job));
     if (attempt.countAttempt) await countAttempts(tx, attempt.retry);
     await context.boss.send(
       queues.deliver,
       { applicationId: job.applicationId, platform: job.platform, deliveryIds: attempt.retry } satisfies DeliverJob,
-      { startAfter: attempt.retryAfter, ...placement(job.applicationId, laneOf(notifications)), db: fromKysely(tx.getKysely()) },
+      {
+        startAfter: attempt.retryAfter,
+        singletonKey: waitingRetriesKey(job),
+        ...placement(job.applicationId, laneOf(notifications)),
+        db: fromKysely(tx.getKysely()),
+      },
     );
   }
   return moved;

@@ -174,6 +174,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
     batchSize: options.batchSize,
     sendDeadlineMs: options.sendDeadlineSeconds * 1000,
     recordEvery: options.chunkSize,
+    waitingRetries: new Set(),
   };
   const url = orm.config.get('clientUrl');
   if (!url) throw new Error('the ORM has no clientUrl: the job leases need their own connections');

@@ -326,11 +326,14 @@ describe('settle', () => {
     expect(attempt.retryAfter).toBe(56);
   });
 
-  test('a late attempt of a push about to expire is retried at once; one whose ttl has passed fails as expired', () => {
+  test('with no time left for another attempt, the push is recorded expired once its ttl has passed, not before', () => {
     const brief = pushed({ options: { ttl: 20 } });
     const [closing, gone] = [sendable(brief, { attempts: 6 }), sendable(brief, { attempts: 6 })];
+    // 1 s left: the retry job comes back after the expiry, when sortClaimed fails it as expired.
     const nearlyOver = settle([closing], [answer(closing, { kind: 'transient', reason: 'provider timeout' })], false, later(19));
-    expect([nearlyOver.retry, nearlyOver.retryAfter]).toEqual([[closing.deliveryId], 0]);
+    expect([nearlyOver.results, nearlyOver.retry, nearlyOver.retryAfter]).toEqual([[], [closing.deliveryId], 2]);
+    const [retried] = sortClaimed(new Map([[brief.id, brief]]), [claimed(brief, { deliveryId: closing.deliveryId })], later(21)).unsendable;
+    expect(retried).toEqual({ deliveryId: closing.deliveryId, state: 'failed', reason: 'expired', providerMessageId: null });
     const over = settle([gone], [answer(gone, { kind: 'transient', reason: 'provider timeout' })], false, later(21));
     expect(over.results).toEqual([{ deliveryId: gone.deliveryId, state: 'failed', reason: 'expired', providerMessageId: null }]);
     expect(over.retry).toEqual([]);
