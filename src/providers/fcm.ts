@@ -23,6 +23,8 @@ export type FcmSendOptions = {
    * those answered keep their outcome.
    */
   deadline?: Date;
+  /** FCM checks the messages and the credentials without sending them (`validate_only`). */
+  validateOnly?: boolean;
 };
 
 export type FcmProvider = PushProvider & { send(pushes: Push[], options?: FcmSendOptions): Promise<PushOutcome[]> };
@@ -48,10 +50,11 @@ export function createFcmProvider(
     idleMs: options.sessionIdleMs,
   });
 
-  async function sendOne(push: Push, now: number, built: Message, token: string, signal?: AbortSignal): Promise<PushOutcome> {
+  async function sendOne(push: Push, now: number, built: Message, token: string, sendOptions: FcmSendOptions, signal?: AbortSignal): Promise<PushOutcome> {
     let body: string;
     try {
-      body = JSON.stringify(fcmSendBody(messageFor(push, now, built)));
+      const sendBody = fcmSendBody(messageFor(push, now, built));
+      body = JSON.stringify(sendOptions.validateOnly ? { ...sendBody, validate_only: true } : sendBody);
     } catch (error) {
       if (error instanceof InvalidFcmMessage) return fcmOutcome(push.deliveryId, { invalid: error });
       throw error;
@@ -83,7 +86,7 @@ export function createFcmProvider(
         }
         const messageOf = perContent(fcmMessages);
         const signal = deadline ? controller.signal : undefined;
-        const outcomes = await Promise.all(pushes.map((push) => sendOne(push, now, messageOf(push), token, signal)));
+        const outcomes = await Promise.all(pushes.map((push) => sendOne(push, now, messageOf(push), token, sendOptions, signal)));
         const summary = summarize(outcomes);
         if (summary.credentials) log.warn(summary, 'FCM refused our credentials');
         else log.debug(summary, 'FCM batch sent');
