@@ -421,3 +421,24 @@ test('set-apns and set-fcm say in words what is wrong with a key file', async ()
     stderr: expect.stringMatching(/^herald: \S+sa\.json is not JSON \(.+\): use the key file the Firebase console downloads\.\n$/),
   });
 });
+
+test("herald --version prints Herald's version and its API document's", async () => {
+  const { readFileSync } = await import('node:fs');
+  const { parse } = await import('yaml');
+  const herald = JSON.parse(readFileSync('package.json', 'utf8')).version;
+  const document = parse(readFileSync('openapi/openapi.yaml', 'utf8')).info.version;
+  expect(await heraldWith({}, '--version')).toBe(`herald ${herald} (API document ${document})\n`);
+});
+
+test('a database the CLI cannot use is named by its setting, DATABASE_URL, without its password', async () => {
+  const { freePort } = await import('./support/ports.ts');
+  const port = await freePort();
+  await expect(heraldWith({ DATABASE_URL: `postgres://herald:s3cret@127.0.0.1:${port}/herald` }, 'apps', 'list')).rejects.toMatchObject({
+    code: 1,
+    stderr: `herald: Cannot use the database DATABASE_URL names (127.0.0.1:${port}/herald): connect ECONNREFUSED 127.0.0.1:${port}. Check DATABASE_URL, or unset it for the embedded Postgres.\n`,
+  });
+  const missing = Object.assign(new URL(databaseUrl()), { pathname: '/herald_no_such_database' }).toString();
+  await expect(heraldWith({ DATABASE_URL: missing }, 'apps', 'list')).rejects.toMatchObject({
+    stderr: expect.stringMatching(/^herald: Cannot use the database DATABASE_URL names \(\S+\/herald_no_such_database\): database "herald_no_such_database" does not exist\. Check DATABASE_URL/),
+  });
+});
