@@ -5,7 +5,7 @@ import { createToken, revokeToken } from '../src/domain/applications.ts';
 import { setApnsCredentials, setFcmCredentials } from '../src/domain/credentials.ts';
 import { setSendPolicy } from '../src/domain/rate-limits.ts';
 import { ApiToken, Application, ProviderCredential } from '../src/db/entities.ts';
-import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
+import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
 import { waitFor } from './support/receiver.ts';
 
 let pipeline: Pipeline;
@@ -67,7 +67,7 @@ test('a token of another application sees only its own application', async () =>
     send_policy: { quota: 100_000, window_seconds: 60 },
     credentials: { ios: notConfigured('apns'), android: notConfigured('fcm') },
   });
-  expect((await getApp(await ours.token()).expect(200)).body.data).toMatchObject({ id: ours.id, credentials: { ios: { status: 'healthy' } } });
+  expect((await getApp(await ours.token()).expect(200)).body.data).toMatchObject({ id: ours.id, credentials: { ios: { status: 'unverified' } } });
 });
 
 test('no token, a malformed one or a revoked one is 401', async () => {
@@ -106,19 +106,27 @@ test("the application's own send policy, set with `herald apps limit`, replaces 
   expect((await getApp(token).expect(200)).body.data.send_policy).toEqual({ quota: 100_000, window_seconds: 60 });
 });
 
-test('stored credentials are healthy, with the time they were set; setting them again moves it', async () => {
+test('stored credentials are unverified until a provider accepts a push, then healthy; setting them again makes them unverified and moves their time', async () => {
   const app = await pipeline.newApplication();
   const res = await getApp(app.server).expect(200);
   const apns = await credentialRow(app.id, 'apns');
   const fcm = await credentialRow(app.id, 'fcm');
   expect(res.body.data.credentials).toEqual({
+    ios: { provider: 'apns', status: 'unverified', since: null, reason: null, updated_at: apns.updatedAt.toISOString() },
+    android: { provider: 'fcm', status: 'unverified', since: null, reason: null, updated_at: fcm.updatedAt.toISOString() },
+  });
+  await app.register('verified-phone', ios('verified-1', 'vera'));
+  await app.register('verified-tablet', android('verified-2', 'vera'));
+  expect((await app.settled(await app.send({ recipients: { user_ids: ['vera'] }, notification: { title: 'Hi' } }))).status).toBe('completed');
+  expect((await getApp(app.server).expect(200)).body.data.credentials).toEqual({
     ios: { provider: 'apns', status: 'healthy', since: null, reason: null, updated_at: apns.updatedAt.toISOString() },
     android: { provider: 'fcm', status: 'healthy', since: null, reason: null, updated_at: fcm.updatedAt.toISOString() },
   });
   await setFcmCredentials(em(), app.id, pipeline.credentials.fcm, pipeline.credentialsKey);
   const again = await getApp(app.server).expect(200);
+  expect(again.body.data.credentials.android.status).toBe('unverified');
   expect(Date.parse(again.body.data.credentials.android.updated_at)).toBeGreaterThan(fcm.updatedAt.getTime());
-  expect(again.body.data.credentials.ios.updated_at).toBe(apns.updatedAt.toISOString());
+  expect(again.body.data.credentials.ios).toMatchObject({ status: 'healthy', updated_at: apns.updatedAt.toISOString() });
   expect(JSON.stringify(again.body)).not.toContain('PRIVATE KEY');
 });
 
@@ -139,7 +147,7 @@ test('credentials APNs refuses are unhealthy with its reason until a push is acc
       reason: 'InvalidProviderToken',
       updated_at: apns.updatedAt.toISOString(),
     });
-    expect(res.body.data.credentials.android.status).toBe('healthy');
+    expect(res.body.data.credentials.android.status).toBe('unverified');
 
     pipeline.apns.setRules([]);
     await app.register('accepted-phone', ios('accepted-1', 'rita'));

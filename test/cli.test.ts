@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import request from 'supertest';
 import { runCli } from '../src/cli/program.ts';
 import { createToken } from '../src/domain/applications.ts';
-import { databaseUrl, startHarness, type Harness } from './support/harness.ts';
+import { databaseUrl, runCredentialsKey, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
 
@@ -179,7 +179,7 @@ test('credentials are set from files and shown without their secrets; a send lim
   const { writeFileSync, mkdtempSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const path = await import('node:path');
-  const { randomBytes, generateKeyPairSync } = await import('node:crypto');
+  const { generateKeyPairSync } = await import('node:crypto');
   const dir = mkdtempSync(path.join(tmpdir(), 'herald-cli-'));
   const p8 = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
@@ -189,16 +189,17 @@ test('credentials are set from files and shown without their secrets; a send lim
     JSON.stringify({ type: 'service_account', project_id: 'proj-1', client_email: 'svc@proj-1.iam.gserviceaccount.com', private_key: rsa }),
   );
   const appId = /Created application (\S+)/.exec(await herald('apps', 'create', '--name', 'creds'))![1];
-  const env = { HERALD_CREDENTIALS_KEY: randomBytes(32).toString('base64') };
+  // The run's key: a worker another file starts marks what its key does not open.
+  const env = { HERALD_CREDENTIALS_KEY: runCredentialsKey().toString('base64') };
 
-  await heraldWith(env, 'credentials', 'set-apns', '--app', appId, '--key-file', path.join(dir, 'key.p8'), '--key-id', 'ABC123DEFG', '--team-id', 'TEAM98765', '--bundle-id', 'com.example.app', '--sandbox');
+  await heraldWith(env, 'credentials', 'set-apns', '--app', appId, '--key-file', path.join(dir, 'key.p8'), '--key-id', 'ABC123DEFG', '--team-id', 'TEAM987654', '--bundle-id', 'com.example.app', '--sandbox');
   await heraldWith(env, 'credentials', 'set-fcm', '--app', appId, '--service-account', path.join(dir, 'sa.json'));
   const shown = await heraldWith(env, 'credentials', 'show', '--app', appId);
   const line = (provider: string) => shown.split('\n').find((text) => text.startsWith(`${provider}  `)) ?? '';
-  for (const setting of ['keyId=ABC123DEFG', 'teamId=TEAM98765', 'bundleId=com.example.app', 'sandbox=true']) {
+  for (const setting of ['keyId=ABC123DEFG', 'teamId=TEAM987654', 'bundleId=com.example.app', 'sandbox=true']) {
     expect(line('apns')).toContain(setting);
   }
-  expect(line('apns')).toMatch(/ healthy$/);
+  expect(line('apns')).toMatch(/ unverified: no provider has accepted them yet \(herald credentials check asks now\)$/);
   expect(line('fcm')).toContain('projectId=proj-1');
   expect(line('fcm')).toContain('clientEmail=svc@proj-1.iam.gserviceaccount.com');
   expect(shown).not.toContain('PRIVATE KEY');
@@ -249,7 +250,7 @@ test('rotate-key re-encrypts every credential under the new key, or changes noth
     const opened = async (key: Buffer) =>
       (await orm.em.fork().find(ProviderCredential, {}, { orderBy: { provider: 'asc' } })).map((row) => openCredential(row, key));
     const application = await createApplication(orm.em.fork(), 'rotated');
-    const apns = { key: ecKeyPair().privateKey, keyId: 'K', teamId: 'T', bundleId: 'com.example.rotated', sandbox: false };
+    const apns = { key: ecKeyPair().privateKey, keyId: 'KEYID00002', teamId: 'TEAMID0002', bundleId: 'com.example.rotated', sandbox: false };
     const fcm = { serviceAccount: { project_id: 'p', client_email: 'e@p.iam.gserviceaccount.com', private_key: rsaKeyPair().privateKey } };
     await setApnsCredentials(orm.em.fork(), application.id, apns, keyA);
     await setFcmCredentials(orm.em.fork(), application.id, fcm, keyA);
@@ -347,4 +348,97 @@ test('a reader that closes the pipe early does not cut a command short: it finis
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
   expect(await herald('apps', 'list')).toContain(name);
+});
+
+test('credentials check asks each provider now, prints its answer, and records it; a refusal is exit 1', async () => {
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const { setApnsCredentials, setFcmCredentials } = await import('../src/domain/credentials.ts');
+  const { apnsSimulator, ecKeyPair, fcmSimulator } = await import('./support/simulators.ts');
+  const apns = await apnsSimulator();
+  const fcm = await fcmSimulator();
+  try {
+    const caFile = path.join(mkdtempSync(path.join(tmpdir(), 'herald-check-')), 'ca.pem');
+    writeFileSync(caFile, `${apns.sim.ca}\n${fcm.sim.ca}`);
+    const key = runCredentialsKey();
+    const env = {
+      HERALD_CREDENTIALS_KEY: key.toString('base64'),
+      HERALD_APNS_ENDPOINT: apns.sim.url,
+      HERALD_FCM_ENDPOINT: fcm.sim.url,
+      HERALD_PROVIDER_CA_FILE: caFile,
+    };
+    const application = await harness.newApplication('checked');
+    await setApnsCredentials(harness.orm.em.fork(), application.id, apns.credentials, key);
+    await setFcmCredentials(harness.orm.em.fork(), application.id, fcm.credentials, key);
+    const show = async () => (await heraldWith(env, 'credentials', 'show', '--app', application.id)).trim().split('\n').map((line) => line.split('  ').at(-1));
+    expect(await show()).toEqual([expect.stringMatching(/^unverified/), expect.stringMatching(/^unverified/)]);
+
+    expect((await heraldWith(env, 'credentials', 'check', '--app', application.id)).trim().split('\n')).toEqual([
+      'apns  accepted: the provider took the credentials (it answered accepted to a push no device receives)',
+      'fcm  accepted: the provider took the credentials (it answered accepted to a push no device receives)',
+    ]);
+    // FCM was asked to check the message, not to send it; APNs was sent one for a device that does not exist.
+    expect(fcm.sim.received.map((received) => received.validateOnly)).toEqual([true]);
+    expect(apns.sim.received.map((received) => received.token)).toEqual(['0'.repeat(64)]);
+    expect(await show()).toEqual(['healthy', 'healthy']);
+
+    // A .p8 that Apple does not know under that key id.
+    await setApnsCredentials(harness.orm.em.fork(), application.id, { ...apns.credentials, key: ecKeyPair().privateKey }, key);
+    await expect(heraldWith(env, 'credentials', 'check', '--app', application.id, '--provider', 'apns')).rejects.toMatchObject({
+      code: 1,
+      stdout: 'apns  REFUSED: InvalidProviderToken; pushes fail until the credentials are stored again (herald credentials set-apns)\n',
+      stderr: 'herald: 1 of 1 credential(s) were not accepted.\n',
+    });
+    expect(await show()).toEqual([expect.stringMatching(/^UNHEALTHY since \S+: InvalidProviderToken$/), 'healthy']);
+  } finally {
+    await apns.sim.stop();
+    await fcm.sim.stop();
+  }
+});
+
+test('set-apns and set-fcm say in words what is wrong with a key file', async () => {
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const dir = mkdtempSync(path.join(tmpdir(), 'herald-cli-files-'));
+  writeFileSync(path.join(dir, 'key.p8'), 'this is not a key\n');
+  writeFileSync(path.join(dir, 'sa.json'), '{"type": "service_account",');
+  const application = await harness.newApplication('bad files');
+  const env = { HERALD_CREDENTIALS_KEY: runCredentialsKey().toString('base64') };
+  const setApns = (...args: string[]) =>
+    heraldWith(env, 'credentials', 'set-apns', '--app', application.id, '--key-file', path.join(dir, 'key.p8'), '--bundle-id', 'com.example.app', ...args);
+  await expect(setApns('--key-id', 'ABC123DEFG', '--team-id', 'TEAM987654')).rejects.toMatchObject({
+    code: 1,
+    stderr:
+      'herald: The key file (the .p8 downloaded from Apple\'s developer site, under Keys) is not a private key in PEM form (a block beginning "-----BEGIN PRIVATE KEY-----").\n',
+  });
+  await expect(setApns('--key-id', 'ABC123', '--team-id', 'TEAM987654')).rejects.toMatchObject({
+    stderr: 'herald: The key id must be the 10 letters and digits Apple shows for it (e.g. ABC123DEFG); got "ABC123".\n',
+  });
+  await expect(heraldWith(env, 'credentials', 'set-fcm', '--app', application.id, '--service-account', path.join(dir, 'sa.json'))).rejects.toMatchObject({
+    code: 1,
+    stderr: expect.stringMatching(/^herald: \S+sa\.json is not JSON \(.+\): use the key file the Firebase console downloads\.\n$/),
+  });
+});
+
+test("herald --version prints Herald's version and its API document's", async () => {
+  const { readFileSync } = await import('node:fs');
+  const { parse } = await import('yaml');
+  const herald = JSON.parse(readFileSync('package.json', 'utf8')).version;
+  const document = parse(readFileSync('openapi/openapi.yaml', 'utf8')).info.version;
+  expect(await heraldWith({}, '--version')).toBe(`herald ${herald} (API document ${document})\n`);
+});
+
+test('a database the CLI cannot use is named by its setting, DATABASE_URL, without its password', async () => {
+  const { freePort } = await import('./support/ports.ts');
+  const port = await freePort();
+  await expect(heraldWith({ DATABASE_URL: `postgres://herald:s3cret@127.0.0.1:${port}/herald` }, 'apps', 'list')).rejects.toMatchObject({
+    code: 1,
+    stderr: `herald: Cannot use the database DATABASE_URL names (127.0.0.1:${port}/herald): connect ECONNREFUSED 127.0.0.1:${port}. Check DATABASE_URL, or unset it for the embedded Postgres.\n`,
+  });
+  const missing = Object.assign(new URL(databaseUrl()), { pathname: '/herald_no_such_database' }).toString();
+  await expect(heraldWith({ DATABASE_URL: missing }, 'apps', 'list')).rejects.toMatchObject({
+    stderr: expect.stringMatching(/^herald: Cannot use the database DATABASE_URL names \(\S+\/herald_no_such_database\): database "herald_no_such_database" does not exist\. Check DATABASE_URL/),
+  });
 });

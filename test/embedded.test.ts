@@ -1,7 +1,9 @@
 // Several Herald processes on one embedded Postgres (the README's "run as many as you like"): only
 // the process that started the cluster stops it, whichever order they stop in; a process whose
 // database went away serves 503, logs the outage once, and recovers by itself when it is back.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort } from './support/ports.ts';
@@ -117,3 +119,53 @@ test('a SIGTERM during start-up is honoured once start-up is done: the Postgres 
   expect(next.logs.some((line) => line.includes('embedded Postgres started'))).toBe(true);
   expect(await stop(next)).toBe(0);
 }, 120_000);
+
+describe('a herald start that fails leaves nothing running', () => {
+  const ownDir = mkdtempSync(path.join(tmpdir(), 'herald-failed-start-'));
+  chmodSync(ownDir, 0o755);
+  const failing = async (extra: Record<string, string>) => {
+    const startEnv = { ...env, HERALD_DATA_DIR: ownDir, HERALD_EMBEDDED_PG_PORT: String(await freePort()), ...extra };
+    return (await startHerald(['start'], startEnv, () => false).catch((error: Error) => error)) as Error;
+  };
+  /** Whether a postmaster still runs on the data folder (its pid file names a live process). */
+  const postgresRunning = () => {
+    const pidFile = path.join(ownDir, 'pgdata', 'postmaster.pid');
+    if (!existsSync(pidFile)) return false;
+    try {
+      process.kill(Number(readFileSync(pidFile, 'utf8').split('\n')[0]), 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  afterAll(() => rmSync(ownDir, { recursive: true, force: true }));
+
+  test('its port taken: it says so and starts nothing, no embedded Postgres', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      const failure = await failing({ PORT: String(port) });
+      expect(failure.message).toMatch(/exited with 1/);
+      expect(failure.message).toContain(`Port ${port} on 127.0.0.1 is in use: nothing was started. Stop what uses it, or set PORT (or --port) to another port.`);
+      expect(failure.message).not.toContain('embedded Postgres started');
+      expect(postgresRunning()).toBe(false);
+    } finally {
+      taken.close();
+    }
+  }, 60_000);
+
+  test('refused after its embedded Postgres started (a key that opens no stored credential): that Postgres is stopped', async () => {
+    // A first start stores the demo application's credentials with the data folder's key.
+    const first = await startHerald(['start'], { ...env, HERALD_DATA_DIR: ownDir, HERALD_EMBEDDED_PG_PORT: String(await freePort()) }, (line) =>
+      line.includes('These tokens are shown once'),
+    );
+    await first.stop();
+    expect(postgresRunning()).toBe(false);
+    const failure = await failing({ HERALD_CREDENTIALS_KEY: randomBytes(32).toString('base64') });
+    expect(failure.message).toMatch(/exited with 1/);
+    expect(failure.message).toContain('embedded Postgres started');
+    expect(failure.message).toContain('HERALD_CREDENTIALS_KEY opens none of the');
+    expect(postgresRunning()).toBe(false);
+  }, 120_000);
+});

@@ -1,6 +1,8 @@
 // A sent notification reaching devices: fanout, skips, provider outcomes, retries, TTL,
 // invalidation, statistics and status, end to end through the real APNs and FCM clients.
+import { randomBytes } from 'node:crypto';
 import request from 'supertest';
+import { encryptSecret } from '../src/domain/credentials.ts';
 import { targetInstallations } from '../src/db/sql/deliveries.ts';
 import { android, ios, startPipeline, type Pipeline } from './support/fanout.ts';
 import { waitFor } from './support/receiver.ts';
@@ -263,6 +265,26 @@ describe('provider errors', () => {
       );
     expect(credential.unhealthy_since).not.toBeNull();
     expect(credential.last_error).toBe('InvalidProviderToken');
+  });
+
+  test('credentials the workers cannot open fail every push with that reason, not internal_error, and show unhealthy', async () => {
+    const app = await pipeline.newApplication();
+    // Stored with another key than the workers': the start check passed (its key opens others).
+    await pipeline.harness.orm.em
+      .fork()
+      .execute(`update provider_credentials set secret = ? where application_id = ? and provider = 'apns'`, [
+        encryptSecret('not this key', randomBytes(32), { applicationId: app.id, provider: 'apns' }),
+        app.id,
+      ]);
+    await app.register('sealed', ios('sealed-1', 'uma'));
+    await app.register('sealed-tablet', android('sealed-2', 'uma'));
+    const id = await app.send({ recipients: { user_ids: ['uma'] }, notification: { title: 'Hi' } });
+    expect((await app.settled(id)).status).toBe('partial');
+    const states = Object.fromEntries((await app.deliveries(id)).map((delivery) => [delivery.platform, [delivery.state, delivery.reason]]));
+    expect(states).toEqual({ ios: ['failed', 'cannot be opened with this key'], android: ['accepted', null] });
+    expect((await app.installation('sealed')).status).toBe('active');
+    const res = await request(pipeline.harness.app).get('/api/v1/app').set('Authorization', `Bearer ${app.server}`).expect(200);
+    expect(res.body.data.credentials.ios).toMatchObject({ status: 'unhealthy', reason: 'cannot be opened with this key' });
   });
 
   test('a transient error is retried, honouring Retry-After, and then accepted', async () => {

@@ -74,3 +74,50 @@ test('the statistics counters added by an upgrade equal a count of the deliverie
   expect(await counters(sent)).toEqual(await recountedStatistics(orm, sent));
   expect(await counters(empty)).toEqual(await recountedStatistics(orm, empty));
 });
+
+test('the upgrade that adds `unverified` keeps healthy the credentials a provider has accepted pushes of since they were set', async () => {
+  const { url, drop: dropDatabase } = await createDatabase(databaseUrl(), `herald_verified_${randomBytes(4).toString('hex')}`);
+  const before = await openOrm(url, 2);
+  try {
+    await before.migrator.up({ to: 'Migration20261129100000' });
+    const em = before.em.fork();
+    const applicationId = randomUUID();
+    await em.execute(`insert into applications (id, name, created_at) values (?, 'before the upgrade', now())`, [applicationId]);
+    const credential = async (provider: string, updatedAt: string) => {
+      const id = randomUUID();
+      await em.execute(
+        `insert into provider_credentials (id, application_id, provider, settings, secret, created_at, updated_at) values (?, ?, ?, '{}', 'v2.x.y.z', now(), ?)`,
+        [id, applicationId, provider, updatedAt],
+      );
+      return id;
+    };
+    const apns = await credential('apns', '2026-01-01T00:00:00Z');
+    // Set again after the last push FCM accepted: not those credentials.
+    const fcm = await credential('fcm', '2026-03-01T00:00:00Z');
+    const notificationId = randomUUID();
+    await em.execute(`insert into notifications (id, application_id, status, title, data, options, user_ids, created_at) values (?, ?, 'completed', 'Hi', '{}', '{}', '{u1}', now())`, [
+      notificationId,
+      applicationId,
+    ]);
+    for (const [platform, state, completedAt] of [
+      ['ios', 'accepted', '2026-02-01T00:00:00Z'],
+      ['ios', 'failed', '2026-02-02T00:00:00Z'],
+      ['android', 'accepted', '2026-02-01T00:00:00Z'],
+    ]) {
+      await em.execute(
+        `insert into deliveries (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform, state, attempts, created_at, completed_at)
+         values (?, ?, ?, null, ?, 'u1', ?, ?, 1, now(), ?)`,
+        [randomUUID(), applicationId, notificationId, randomUUID(), platform, state, completedAt],
+      );
+    }
+    await before.migrator.up({ to: 'Migration20261201090000' });
+    const verified = await em.execute<{ id: string; verified_at: string | null }[]>(`select id, verified_at from provider_credentials`);
+    expect(Object.fromEntries(verified.map((row) => [row.id, row.verified_at && new Date(row.verified_at).toISOString()]))).toEqual({
+      [apns]: '2026-02-01T00:00:00.000Z',
+      [fcm]: null,
+    });
+  } finally {
+    await before.close();
+    await dropDatabase();
+  }
+});

@@ -160,6 +160,16 @@ describe('errors', () => {
     expect(log.attempts).toEqual([422]);
   });
 
+  test("a 403 HeraldError names the abilities the token lacks, from Herald's WWW-Authenticate", async () => {
+    const application = await pipeline.newApplication();
+    const herald = createHerald({ baseUrl: `http://127.0.0.1:${port}`, token: application.client });
+    const refused = (await failureOf(herald.send({ recipients: { user_ids: ['u'] }, notification: { title: 'Hi' } }))) as HeraldError;
+    expect(refused).toBeInstanceOf(HeraldError);
+    expect(refused.status).toBe(403);
+    expect(refused.missingAbilities).toEqual(['notifications:send']);
+    await expect(herald.getInstallation(`missing-${randomUUID()}`)).rejects.toMatchObject({ status: 404, missingAbilities: null });
+  });
+
   test('a token Herald does not know is a 401 HeraldError; an unknown installation a 404', async () => {
     const stranger = createHerald({ baseUrl: `http://127.0.0.1:${port}`, token: 'hrld_unknown_token' });
     await expect(stranger.getApp()).rejects.toMatchObject({ name: 'HeraldError', status: 401, message: 'Unauthenticated.' });

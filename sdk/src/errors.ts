@@ -13,6 +13,11 @@ export class HeraldError extends Error {
   readonly requestId: string | null;
   /** Seconds Herald asked to wait before trying again (`Retry-After` of a 429 or a 503). */
   readonly retryAfter: number | null;
+  /**
+   * A 403's abilities the token lacks for this operation (the `scope` Herald puts in
+   * `WWW-Authenticate`), e.g. `['notifications:send']`; null for any other answer.
+   */
+  readonly missingAbilities: string[] | null;
 
   constructor(fields: {
     status: number;
@@ -20,12 +25,14 @@ export class HeraldError extends Error {
     errors?: FieldErrors;
     requestId?: string | null;
     retryAfter?: number | null;
+    missingAbilities?: string[] | null;
   }) {
     super(fields.message);
     this.status = fields.status;
     this.errors = fields.errors;
     this.requestId = fields.requestId ?? null;
     this.retryAfter = fields.retryAfter ?? null;
+    this.missingAbilities = fields.missingAbilities ?? null;
   }
 }
 

@@ -82,7 +82,14 @@ function answerError(response: Response, body: unknown): HeraldError {
     errors: typeof errors === 'object' && errors !== null ? (errors as HeraldError['errors']) : undefined,
     requestId: response.headers.get('X-Request-Id'),
     retryAfter: Number.isInteger(retryAfter) && retryAfter >= 0 ? retryAfter : null,
+    missingAbilities: response.status === 403 ? scopeOf(response.headers.get('WWW-Authenticate')) : null,
   });
+}
+
+/** The abilities an RFC 6750 `insufficient_scope` challenge names: `Bearer …, scope="a b"`. */
+function scopeOf(challenge: string | null): string[] | null {
+  const scope = challenge && /\bscope="([^"]*)"/.exec(challenge)?.[1];
+  return scope ? scope.split(' ').filter(Boolean) : null;
 }
 
 function networkError(request: Request, cause: unknown, timeoutMs: number, attempts: number): HeraldNetworkError {

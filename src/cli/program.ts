@@ -1,9 +1,11 @@
 // The `herald` command: run the service, and administer applications, tokens and webhooks. Each command
 // group is built in its own file under commands/.
+import { readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { Command, CommanderError } from 'commander';
 import { loadConfig, type Config } from '../service/config.ts';
 import { createLogger, type Logger } from '../logging/logger.ts';
+import { documentPath } from '../http/document.ts';
 import { addAppsCommands } from './commands/apps.ts';
 import type { CommandIo } from './commands/common.ts';
 import { addCredentialsCommands } from './commands/credentials.ts';
@@ -13,6 +15,13 @@ import { addSimulateCommand } from './commands/simulate.ts';
 import { addTokensCommands } from './commands/tokens.ts';
 import { addWebhooksCommands } from './commands/webhooks.ts';
 
+/** `herald --version`: Herald's own version (package.json) and its API document's (openapi.yaml), which the SDK follows. */
+function versionLine(): string {
+  const herald = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
+  const document = /^ {2}version: '?([^'\n]+)'?$/m.exec(readFileSync(documentPath, 'utf8'))?.[1];
+  return `herald ${herald} (API document ${document})`;
+}
+
 /** What a run of the CLI reads and writes: the process's own, or a test's. */
 export type CliStreams = { stdout: Writable; stderr: Writable; stdin: Readable };
 
@@ -20,6 +29,7 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
   const io: CommandIo = { out: (line = '') => void streams.stdout.write(`${line}\n`), stdin: streams.stdin };
   const program = new Command('herald')
     .description('Herald: self-hosted push notifications for iOS (APNs) and Android (FCM).')
+    .version(versionLine(), '-V, --version', "print Herald's version and its API document's")
     .showHelpAfterError()
     // Set before the commands are added, which inherit them: help and usage errors go to these
     // streams, and end the run with an exit code instead of ending the process.

@@ -245,6 +245,9 @@ export const ProviderCredentialSchema = defineEntity({
     // Set while the provider cannot be reached (a network fault says nothing about the credential,
     // so it never makes it unhealthy); cleared by the next accepted push.
     unreachableSince: p.datetime().nullable(),
+    // When a provider first accepted a push made with them (or `credentials check` did); null: none
+    // has yet (`unverified`). Cleared when they are set again.
+    verifiedAt: p.datetime().nullable(),
   },
 });
 export class ProviderCredential extends ProviderCredentialSchema.class {}

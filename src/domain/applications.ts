@@ -4,6 +4,7 @@ import type { components } from '../generated/api.ts';
 import { ApiToken, Application } from '../db/entities.ts';
 import { LRUCache } from 'lru-cache';
 import { findApplicationOverview, findToken, writeTokenLastUse, type CredentialHealthRow } from '../db/sql/tokens.ts';
+import { credentialHealth } from './credentials.ts';
 import { unauthenticated } from './errors.ts';
 import { isUuid } from './ids.ts';
 import { providerOf, type Platform } from './platforms.ts';
@@ -131,21 +132,12 @@ type Schemas = components['schemas'];
 export type ApplicationView = Schemas['Application'];
 type ProviderStatusView = Schemas['ProviderStatus'];
 
-/**
- * A credential's health as the workers last found it: refused by the provider (unhealthy) wins
- * over a provider that could not be reached, as in `herald credentials show`.
- */
+/** A platform's credentials and their health (credentialHealth), as `GET /api/v1/app` shows them. */
 function providerStatus(platform: Platform, credential: CredentialHealthRow | undefined): ProviderStatusView {
   const provider = providerOf[platform];
   if (!credential) return { provider, status: 'not_configured', since: null, reason: null, updated_at: null };
-  const updated_at = credential.updatedAt.toISOString();
-  if (credential.unhealthySince) {
-    return { provider, status: 'unhealthy', since: credential.unhealthySince.toISOString(), reason: credential.lastError, updated_at };
-  }
-  if (credential.unreachableSince) {
-    return { provider, status: 'unreachable', since: credential.unreachableSince.toISOString(), reason: null, updated_at };
-  }
-  return { provider, status: 'healthy', since: null, reason: null, updated_at };
+  const { status, since, reason } = credentialHealth(credential);
+  return { provider, status, since: since?.toISOString() ?? null, reason, updated_at: credential.updatedAt.toISOString() };
 }
 
 /**

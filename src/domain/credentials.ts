@@ -1,13 +1,16 @@
 // Provider credentials per application: the non-secret settings in clear (for `credentials
 // show`), the key material AES-256-GCM encrypted with HERALD_CREDENTIALS_KEY; and the webhook
 // endpoints' signing secrets, sealed with the same key.
-import { createCipheriv, createDecipheriv, createPrivateKey, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../logging/logger.ts';
-import { ProviderCredential, WebhookEndpoint } from '../db/entities.ts';
+import type { PushOutcome } from './delivery-rules.ts';
+import { ProviderCredential } from '../db/entities.ts';
 import {
   lockCredentialsForReseal,
+  markUnopenableCredentials,
   sealedCredentials,
+  storedWebhookSecrets,
   sealedWebhookSecrets,
   writeSecrets,
   writeWebhookSecrets,
@@ -66,20 +69,27 @@ function seal(plaintext: string, key: Buffer, binding: Binding): string {
   return ['v2', iv.toString('base64'), cipher.getAuthTag().toString('base64'), sealed.toString('base64')].join('.');
 }
 
+/** What health and deliveries say of a stored secret this process's HERALD_CREDENTIALS_KEY does not open. */
+export const unopenableReason = 'cannot be opened with this key';
+
+/** A sealed secret that does not open: another key, another owner, or a damaged row. */
+export class UnopenableSecret extends Error {}
+
 function unseal(stored: string, key: Buffer, binding: Binding): string {
   const parts = stored.split('.');
   const [version, iv, tag, sealed] = parts;
   if (parts.length !== 4 || (version !== 'v1' && version !== 'v2')) {
-    throw new Error(`Cannot open ${binding.what}: unknown encryption format ${version}.`);
+    throw new UnopenableSecret(`Cannot open ${binding.what}: unknown encryption format ${version}.`);
   }
-  const decipher = createDecipheriv(algorithm, key, Buffer.from(iv, 'base64'));
-  decipher.setAuthTag(Buffer.from(tag, 'base64'));
-  if (version === 'v2') decipher.setAAD(Buffer.from(binding.associatedData, 'utf8'));
   try {
+    // Inside the try: a damaged iv or tag throws here, and is a secret that does not open too.
+    const decipher = createDecipheriv(algorithm, key, Buffer.from(iv, 'base64'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64'));
+    if (version === 'v2') decipher.setAAD(Buffer.from(binding.associatedData, 'utf8'));
     return Buffer.concat([decipher.update(Buffer.from(sealed, 'base64')), decipher.final()]).toString('utf8');
   } catch {
     // GCM cannot tell a wrong key from a wrong owner: both are named.
-    throw new Error(
+    throw new UnopenableSecret(
       version === 'v2'
         ? `Cannot open ${binding.what}: HERALD_CREDENTIALS_KEY is not the key they were sealed with, or they were sealed for ${binding.others}.`
         : `Cannot open ${binding.what}: HERALD_CREDENTIALS_KEY is not the key they were sealed with.`,
@@ -117,10 +127,29 @@ async function store(
   key: Buffer,
 ): Promise<ProviderCredential> {
   const existing = await em.findOne(ProviderCredential, { applicationId, provider });
-  const fields = { settings, secret: encryptSecret(secret, key, { applicationId, provider }), unhealthySince: null, lastError: null };
+  // New credentials: no provider has accepted them yet, whatever it thought of the ones they replace.
+  const fields = {
+    settings,
+    secret: encryptSecret(secret, key, { applicationId, provider }),
+    unhealthySince: null,
+    lastError: null,
+    verifiedAt: null,
+  };
   const credential = existing ? em.assign(existing, fields) : em.create(ProviderCredential, { applicationId, provider, ...fields });
   await em.flush();
   return credential;
+}
+
+/** Apple's key ids and team ids: 10 letters and digits, as the developer site shows them. */
+const appleId = /^[A-Za-z0-9]{10}$/;
+
+/** A private key from its PEM, or an error in words (OpenSSL's is `error:1E08010C:DECODER routines::unsupported`). */
+function parsePrivateKey(pem: string, what: string): KeyObject {
+  try {
+    return createPrivateKey(pem);
+  } catch {
+    throw new Error(`${what} is not a private key in PEM form (a block beginning "-----BEGIN PRIVATE KEY-----").`);
+  }
 }
 
 export async function setApnsCredentials(
@@ -129,8 +158,13 @@ export async function setApnsCredentials(
   credentials: ApnsCredentials,
   key: Buffer,
 ): Promise<ProviderCredential> {
-  // Refuse a key APNs would refuse anyway, now rather than at the first push.
-  const parsed = createPrivateKey(credentials.key);
+  // Refuse what APNs would refuse anyway, now rather than at the first push.
+  for (const [name, value] of [['key id', credentials.keyId], ['team id', credentials.teamId]] as const) {
+    if (!appleId.test(value)) {
+      throw new Error(`The ${name} must be the 10 letters and digits Apple shows for it (e.g. ABC123DEFG); got ${JSON.stringify(value)}.`);
+    }
+  }
+  const parsed = parsePrivateKey(credentials.key, "The key file (the .p8 downloaded from Apple's developer site, under Keys)");
   if (parsed.asymmetricKeyType !== 'ec') throw new Error('The APNs key must be an EC (ES256) .p8 key.');
   const { keyId, teamId, bundleId, sandbox } = credentials;
   return store(em, applicationId, 'apns', { keyId, teamId, bundleId, sandbox }, credentials.key, key);
@@ -143,14 +177,60 @@ export async function setFcmCredentials(
   key: Buffer,
 ): Promise<ProviderCredential> {
   const account = credentials.serviceAccount;
+  if (typeof account !== 'object' || account === null || Array.isArray(account)) {
+    throw new Error('The service account must be the JSON object of a key file from the Firebase console.');
+  }
+  if (account.type !== undefined && account.type !== 'service_account') {
+    throw new Error(`The file is not a service account key: its "type" is ${JSON.stringify(account.type)}, not "service_account".`);
+  }
   for (const field of ['project_id', 'client_email', 'private_key'] as const) {
     if (typeof account[field] !== 'string' || account[field].length === 0) {
-      throw new Error(`The service account has no ${field}.`);
+      throw new Error(`The service account has no ${field}: use the key file the Firebase console downloads (Project settings, Service accounts).`);
     }
   }
-  createPrivateKey(account.private_key);
+  if (!/^[^@\s]+@[^@\s]+$/.test(account.client_email)) {
+    throw new Error(`The service account's client_email is not an email address: ${JSON.stringify(account.client_email)}.`);
+  }
+  const parsed = parsePrivateKey(account.private_key, "The service account's private_key");
+  if (parsed.asymmetricKeyType !== 'rsa') throw new Error("The service account's private_key must be an RSA key, as Google issues them.");
   const settings = { projectId: account.project_id, clientEmail: account.client_email };
   return store(em, applicationId, 'fcm', settings, JSON.stringify(account), key);
+}
+
+/** What a provider said of credentials asked directly (`herald credentials check`). */
+export type CheckVerdict =
+  | { kind: 'accepted'; answer: string }
+  | { kind: 'refused'; reason: string }
+  | { kind: 'unreachable'; reason: string };
+
+/**
+ * The answer to a push no device receives, as a verdict on the credentials: only a refusal of the
+ * credentials refuses them, and a network failure says nothing of them; any other answer (accepted,
+ * or the made-up token refused) means the provider took the credentials.
+ */
+export function checkVerdict(outcome: PushOutcome): CheckVerdict {
+  if (outcome.kind === 'credentials') return { kind: 'refused', reason: outcome.reason };
+  if (outcome.kind === 'transient') return { kind: 'unreachable', reason: outcome.reason };
+  return { kind: 'accepted', answer: outcome.kind === 'accepted' ? 'accepted' : outcome.reason };
+}
+
+/** What health shows of a credential: its status, since when, and why (see credentialHealth). */
+export type CredentialHealth = { status: 'healthy' | 'unverified' | 'unhealthy' | 'unreachable'; since: Date | null; reason: string | null };
+
+/**
+ * A credential's health as the workers last found it: refused by the provider or not opened by
+ * the key (unhealthy) wins over a provider that could not be reached; then whether a provider has
+ * accepted them yet (unverified until one has).
+ */
+export function credentialHealth(credential: {
+  unhealthySince?: Date | null;
+  lastError?: string | null;
+  unreachableSince?: Date | null;
+  verifiedAt?: Date | null;
+}): CredentialHealth {
+  if (credential.unhealthySince) return { status: 'unhealthy', since: credential.unhealthySince, reason: credential.lastError ?? null };
+  if (credential.unreachableSince) return { status: 'unreachable', since: credential.unreachableSince, reason: null };
+  return { status: credential.verifiedAt ? 'healthy' : 'unverified', since: null, reason: null };
 }
 
 export async function listCredentials(em: EntityManager, applicationId: string): Promise<ProviderCredential[]> {
@@ -165,20 +245,74 @@ export function openCredential(credential: ProviderCredential, key: Buffer): Apn
   return { key: secret, keyId, teamId, bundleId, sandbox };
 }
 
-/** At start: stored credentials (or webhook signing secrets) without the key to open them is a configuration error. */
-export async function assertCredentialsReadable(em: EntityManager, key: Buffer | null): Promise<void> {
-  if (key) return;
-  const credentials = await em.count(ProviderCredential, {});
-  const endpoints = await em.count(WebhookEndpoint, {});
-  const stored = [
-    ...(credentials > 0 ? [`${credentials} provider credential(s)`] : []),
-    ...(endpoints > 0 ? [`${endpoints} webhook signing secret(s)`] : []),
-  ];
-  if (stored.length > 0) {
-    throw new Error(`${stored.join(' and ')} are stored but HERALD_CREDENTIALS_KEY is not set: set it to the key they were stored with.`);
+/** Why a worker refuses to start: the key it was given opens none of the stored secrets. */
+export class KeyOpensNothing extends Error {}
+
+/**
+ * At a worker's start: tries every stored credential and webhook signing secret with the key. A
+ * key that opens none of them is the wrong key, and every push and webhook would fail with it: the
+ * worker refuses to start (KeyOpensNothing) and changes nothing. A key that opens some is right, and
+ * the others are damaged or stored with another key: they are marked unhealthy with
+ * `unopenableReason` (wherever health is shown), each application's logged once, and the worker
+ * starts; credentials that open again lose that mark. Without a key, anything stored is an error.
+ */
+export async function checkStoredSecrets(em: EntityManager, key: Buffer | null, logger: Logger): Promise<void> {
+  const credentials = await sealedCredentials(em);
+  const endpoints = await storedWebhookSecrets(em);
+  if (!key) {
+    const stored = [
+      ...(credentials.length > 0 ? [`${credentials.length} provider credential(s)`] : []),
+      ...(endpoints.length > 0 ? [`${endpoints.length} webhook signing secret(s)`] : []),
+    ];
+    if (stored.length > 0) {
+      throw new Error(`${stored.join(' and ')} are stored but HERALD_CREDENTIALS_KEY is not set: set it to the key they were stored with.`);
+    }
+    return;
+  }
+  const opens = (open: () => unknown) => {
+    try {
+      open();
+      return true;
+    } catch (error) {
+      if (error instanceof UnopenableSecret) return false;
+      throw error;
+    }
+  };
+  const [opened, unopenable] = partition(credentials, (row) => opens(() => decryptSecret(row.secret, key, ownerOf(row))));
+  const [openedEndpoints, unopenableEndpoints] = partition(endpoints, (endpoint) =>
+    [endpoint.secret, endpoint.previousSecret].every((stored) => stored === null || opens(() => openWebhookSecret(stored, key, endpoint.id))),
+  );
+  if (opened.length + openedEndpoints.length === 0 && unopenable.length + unopenableEndpoints.length > 0) {
+    const stored = [
+      ...(unopenable.length > 0 ? [`${unopenable.length} stored provider credential(s)`] : []),
+      ...(unopenableEndpoints.length > 0 ? [`${unopenableEndpoints.length} webhook signing secret(s)`] : []),
+    ];
+    throw new KeyOpensNothing(
+      `HERALD_CREDENTIALS_KEY opens none of the ${stored.join(' and ')}: it is not the key they were stored with, and every push ` +
+        'would fail. Set HERALD_CREDENTIALS_KEY to that key. To move to a new key, run `herald credentials rotate-key` with the ' +
+        'current one set, then start the workers with the new one.',
+    );
+  }
+  await markUnopenableCredentials(em, { opened: opened.map((row) => row.id), unopenable: unopenable.map((row) => row.id) }, unopenableReason);
+  const applications = new Set([...unopenable.map((row) => row.application_id), ...unopenableEndpoints.map((endpoint) => endpoint.applicationId)]);
+  for (const applicationId of applications) {
+    logger.warn(
+      {
+        applicationId,
+        credentials: unopenable.filter((row) => row.application_id === applicationId).map((row) => row.provider),
+        webhookEndpoints: unopenableEndpoints.filter((endpoint) => endpoint.applicationId === applicationId).map((endpoint) => endpoint.id),
+      },
+      `stored secrets ${unopenableReason}: store them again (herald credentials set-apns/set-fcm, webhooks rotate-secret)`,
+    );
   }
 }
 
+function partition<T>(items: T[], test: (item: T) => boolean): [T[], T[]] {
+  const passed: T[] = [];
+  const failed: T[] = [];
+  for (const item of items) (test(item) ? passed : failed).push(item);
+  return [passed, failed];
+}
 
 const ownerOf = (row: SealedRow): CredentialOwner => ({ applicationId: row.application_id, provider: row.provider });
 

@@ -1156,7 +1156,8 @@ export interface components {
         DroppedField: "image_url" | "action_url";
         /**
          * @description `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
-         *     (the provider's, or `expired`, `provider_credentials`, `provider unreachable`...);
+         *     (the provider's, or `expired`, `provider_credentials`, `provider unreachable`, and
+         *     (1.2.0) `cannot be opened with this key`: the workers' key does not open the credentials...);
          *     `skipped` with a reason (`permission_denied`, `permission_not_determined`,
          *     `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`,
          *     and (1.1.0) `cancelled`: the notification was cancelled before this push was made).
@@ -1473,19 +1474,22 @@ export interface components {
             /** @enum {string} */
             provider: "apns" | "fcm";
             /**
-             * @description `unhealthy`: the provider refused the credentials (see `reason`); pushes of this
-             *     platform fail until they are replaced. `unreachable`: the provider could not be
+             * @description `unverified` (1.2.0): set, but no provider has accepted a push made with them yet
+             *     (`herald credentials check` asks the provider now); `healthy` once one has.
+             *     `unhealthy`: the provider refused the credentials, or the workers' key cannot open
+             *     them (see `reason`: the provider's, or `cannot be opened with this key`); pushes of
+             *     this platform fail until they are replaced. `unreachable`: the provider could not be
              *     reached (a network fault, not the credentials); pushes wait and are retried. Both end
              *     with the next push the provider accepts.
              * @enum {string}
              */
-            status: "not_configured" | "healthy" | "unhealthy" | "unreachable";
+            status: "not_configured" | "unverified" | "healthy" | "unhealthy" | "unreachable";
             /**
              * Format: date-time
              * @description Since when `unhealthy` or `unreachable`; null otherwise.
              */
             since: string | null;
-            /** @description The provider's refusal while `unhealthy`, e.g. `InvalidProviderToken`; null otherwise. */
+            /** @description Why `unhealthy`, e.g. `InvalidProviderToken`, or `cannot be opened with this key`; null otherwise. */
             reason: string | null;
             /**
              * Format: date-time
@@ -2838,4 +2842,4 @@ export const installationInvalidatedEventTypeValues: ReadonlyArray<FlattenedDeep
 export const eventReportedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventReportedEvent"]["type"]> = ["event.reported"];
 export const abilityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Ability"]> = ["installations:write", "installations:read", "installations:list", "notifications:send", "notifications:read", "events:write", "*"];
 export const providerStatusProviderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["provider"]> = ["apns", "fcm"];
-export const providerStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["status"]> = ["not_configured", "healthy", "unhealthy", "unreachable"];
+export const providerStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["status"]> = ["not_configured", "unverified", "healthy", "unhealthy", "unreachable"];

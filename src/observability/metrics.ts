@@ -152,7 +152,7 @@ export function authFailed(status: 401 | 403, reason: 'missing_token' | 'invalid
 const knownReasons = new Set([
   'permission_denied', 'permission_not_determined', 'no_credentials', 'duplicate_identifier',
   'installation_deleted', 'installation_invalid', 'cancelled', 'provider_credentials', 'expired', 'internal_error',
-  'provider unreachable', 'provider timeout', 'provider connection lost', 'provider error', 'unanswered',
+  'cannot be opened with this key', 'provider unreachable', 'provider timeout', 'provider connection lost', 'provider error', 'unanswered',
   'TokenEndpointUnavailable',
   // APNs
   'BadCollapseId', 'BadDeviceToken', 'BadExpirationDate', 'BadMessageId', 'BadPriority', 'BadTopic',

@@ -17,12 +17,19 @@ export type FcmProviderOptions = {
   sessionIdleMs?: number;
 };
 
+export type FcmSendOptions = SendOptions & {
+  /** FCM checks the messages and the credentials without sending them (`validate_only`). */
+  validateOnly?: boolean;
+};
+
+export type FcmProvider = PushProvider & { send(pushes: Push[], options?: FcmSendOptions): Promise<PushOutcome[]> };
+
 export function createFcmProvider(
   credentials: FcmCredentials,
   endpoints: ProviderEndpoints,
   logger: Logger,
   options: FcmProviderOptions = {},
-): PushProvider {
+): FcmProvider {
   const serviceAccount = credentials.serviceAccount;
   const log = logger.child({ module: 'fcm', projectId: serviceAccount.project_id });
   const accessToken = fcmAccessTokens(serviceAccount, endpoints.fcm, endpoints.ca);
@@ -38,10 +45,11 @@ export function createFcmProvider(
     idleMs: options.sessionIdleMs,
   });
 
-  async function sendOne(push: Push, now: number, built: Message, token: string, signal?: AbortSignal): Promise<PushOutcome> {
+  async function sendOne(push: Push, now: number, built: Message, token: string, sendOptions: FcmSendOptions, signal?: AbortSignal): Promise<PushOutcome> {
     let body: string;
     try {
-      body = JSON.stringify(fcmSendBody(messageFor(push, now, built)));
+      const sendBody = fcmSendBody(messageFor(push, now, built));
+      body = JSON.stringify(sendOptions.validateOnly ? { ...sendBody, validate_only: true } : sendBody);
     } catch (error) {
       if (error instanceof InvalidFcmMessage) return fcmOutcome(push.deliveryId, { invalid: error });
       throw error;
@@ -58,7 +66,7 @@ export function createFcmProvider(
   }
 
   return {
-    async send(pushes: Push[], sendOptions: SendOptions = {}): Promise<PushOutcome[]> {
+    async send(pushes: Push[], sendOptions: FcmSendOptions = {}): Promise<PushOutcome[]> {
       const now = Date.now();
       const controller = new AbortController();
       const deadline = sendOptions.deadline
@@ -75,7 +83,7 @@ export function createFcmProvider(
           return pushes.map((push) => fcmOutcome(push.deliveryId, { credential: error }));
         }
         const messageOf = perContent(fcmMessages);
-        const outcomes = await Promise.all(pushes.map((push) => sendOne(push, now, messageOf(push), token, signal)));
+        const outcomes = await Promise.all(pushes.map((push) => sendOne(push, now, messageOf(push), token, sendOptions, signal)));
         const summary = summarize(outcomes);
         if (summary.credentials) log.warn(summary, 'FCM refused our credentials');
         else log.debug(summary, 'FCM batch sent');

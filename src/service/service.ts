@@ -1,15 +1,15 @@
 // Composition of a Herald process: database (given or embedded), ORM, job queue, and the roles
 // it plays (API, worker). Everything opened here is closed by the returned stop().
-import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
+import { configuredEndpoints } from './endpoints.ts';
 import { openDatabase, resolveCredentialsKey, type Database } from './storage.ts';
 import { watchDatabase, type OutageWatch } from '../db/outage.ts';
 import { openPipelinedPool } from '../db/pipelined-pool.ts';
 import { ping } from '../db/sql/infrastructure.ts';
 import { tokenCacheMs } from '../domain/applications.ts';
-import { assertCredentialsReadable, upgradeSealedCredentials } from '../domain/credentials.ts';
+import { checkStoredSecrets, upgradeSealedCredentials } from '../domain/credentials.ts';
 import { openSendLimiter } from '../http/send-limiter.ts';
 import { createProviderClients } from '../worker/clients.ts';
 import { startMaintenance } from '../worker/maintenance.ts';
@@ -24,14 +24,6 @@ import { collectProcessMetrics, observeQueues } from '../observability/metrics.t
 import { operationsListener } from './operations.ts';
 import type { ProviderEndpoints } from '../providers/provider.ts';
 
-export function configuredEndpoints(config: Config): ProviderEndpoints {
-  return {
-    apns: config.HERALD_APNS_ENDPOINT,
-    fcm: config.HERALD_FCM_ENDPOINT,
-    ca: config.HERALD_PROVIDER_CA_FILE ? readFileSync(config.HERALD_PROVIDER_CA_FILE, 'utf8') : undefined,
-  };
-}
-
 function listen(handler: RequestListener, port: number, host: string): Promise<Server> {
   return new Promise<Server>((resolve, reject) => {
     const server = createServer(handler);
@@ -39,6 +31,32 @@ function listen(handler: RequestListener, port: number, host: string): Promise<S
     server.listen(port, host, () => resolve(server));
   });
 }
+
+/**
+ * Before anything starts (an embedded Postgres, the simulators): every port this process will
+ * listen on is free, else an error that names it and its setting.
+ */
+export async function assertPortsFree(config: Config, roles: { api: boolean; worker: boolean }): Promise<void> {
+  const wanted: { port: number | undefined; host: string; setting: string }[] = [
+    ...(roles.api ? [{ port: config.PORT, host: config.HOST, setting: 'PORT (or --port)' }] : []),
+    { port: config.HERALD_METRICS_PORT, host: config.HERALD_METRICS_HOST, setting: 'HERALD_METRICS_PORT' },
+    ...(roles.worker && !roles.api ? [{ port: config.HERALD_WORKER_HEALTH_PORT, host: config.HOST, setting: 'HERALD_WORKER_HEALTH_PORT' }] : []),
+  ];
+  for (const { port, host, setting } of wanted) {
+    // 0 asks the system for a free port: nothing to check.
+    if (!port) continue;
+    try {
+      await closeServer(await listen(() => undefined, port, host))();
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
+      const why = code === 'EADDRINUSE' ? 'is in use' : 'cannot be opened by this user';
+      throw new Error(`Port ${port} on ${host} ${why}: nothing was started. Stop what uses it, or set ${setting} to another port.`, { cause: error });
+    }
+  }
+}
+
+const closeServer = (server: Server) => () => new Promise<void>((resolve) => server.close(() => resolve()));
 
 /** The validator compiles the document on its first request: pay that now, not on a client's request. */
 async function warmUp(server: Server, logger: Logger): Promise<void> {
@@ -78,11 +96,33 @@ export async function startService(
   roles: { api: boolean; worker: boolean },
   simulators?: ProviderEndpoints,
 ): Promise<Service> {
-  const endpoints = simulators ?? configuredEndpoints(config);
   const database = await openDatabase(config, logger);
+  // What has started so far, closed in reverse order when a later step fails: a failed start
+  // leaves nothing running (an embedded Postgres it started would outlive the process).
+  const started: (() => Promise<unknown>)[] = [() => database.close()];
+  try {
+    return await startOn(database, config, logger, roles, simulators, (close) => started.push(close));
+  } catch (error) {
+    for (const close of started.reverse()) {
+      await close().catch((closeError: unknown) => logger.warn({ err: closeError }, 'closing after a failed start failed'));
+    }
+    throw error;
+  }
+}
+
+/** The rest of startService(), once its database is open; `started` is told how to close each part it starts. */
+async function startOn(
+  database: Database,
+  config: Config,
+  logger: Logger,
+  roles: { api: boolean; worker: boolean },
+  simulators: ProviderEndpoints | undefined,
+  started: (close: () => Promise<unknown>) => void,
+): Promise<Service> {
+  const endpoints = simulators ?? configuredEndpoints(config);
   const key = resolveCredentialsKey(config, { simulated: simulators !== undefined });
   // Only workers open credentials; an API process has no use for the key.
-  if (roles.worker) await assertCredentialsReadable(database.orm.em.fork(), key);
+  if (roles.worker) await checkStoredSecrets(database.orm.em.fork(), key, logger);
   if (roles.worker) await upgradeSealedCredentials(database.orm.em.fork(), key, logger);
   let workerPart: WorkerPart | null = null;
   const outage = watchDatabase({
@@ -92,10 +132,20 @@ export async function startService(
     onDown: () => workerPart?.workers.pause(),
     onUp: () => workerPart?.workers.resume(),
   });
+  started(async () => outage.stop());
   const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA, outage });
+  started(() => boss.stop({ graceful: false }));
   const webhooks = createWebhookOutbox(webhookEnqueuer(boss));
-  if (roles.worker) workerPart = await startWorkerPart(config, logger, { database, boss, key, endpoints, outage, webhooks });
-  const listeners = await startOperationsListeners(config, logger, roles, outage);
+  if (roles.worker) {
+    workerPart = await startWorkerPart(config, logger, { database, boss, key, endpoints, outage, webhooks });
+    const { workers, close } = workerPart;
+    started(async () => {
+      await workers.stop();
+      await close();
+      observeQueues(null);
+    });
+  }
+  const listeners = await startOperationsListeners(config, logger, roles, outage, started);
   let server = listeners.health;
   let apiPart: ApiPart | null = null;
   if (roles.api) {
@@ -106,7 +156,7 @@ export async function startService(
     outage.stop();
     // No new connections; requests in progress finish (or are cut by the caller's deadline).
     const closed = Promise.all(
-      [...new Set([server, listeners.metrics])].map((open) => open && new Promise<void>((resolve) => open.close(() => resolve()))),
+      [...new Set([server, listeners.metrics])].map((open) => open && closeServer(open)()),
     );
     // In-flight batches have until the grace period ends; then pg-boss fails them, so that another
     // worker retries them (their deliveries are still pending), and its pool closes.
@@ -178,6 +228,7 @@ async function startOperationsListeners(
   logger: Logger,
   roles: { api: boolean; worker: boolean },
   outage: OutageWatch,
+  started: (close: () => Promise<unknown>) => void,
 ): Promise<{ metrics: Server | null; health: Server | null }> {
   const healthPort = roles.worker && !roles.api ? config.HERALD_WORKER_HEALTH_PORT : undefined;
   const metricsPort = config.HERALD_METRICS_PORT;
@@ -187,11 +238,13 @@ async function startOperationsListeners(
     collectProcessMetrics();
     const shared = metricsPort === healthPort;
     metrics = await listen(operationsListener({ metrics: true, health: shared ? outage : null }), metricsPort, config.HERALD_METRICS_HOST);
+    started(closeServer(metrics));
     if (shared) health = metrics;
     logger.info({ address: metrics.address(), health: shared }, 'metrics listening');
   }
   if (healthPort !== undefined && healthPort !== metricsPort) {
     health = await listen(operationsListener({ metrics: false, health: outage }), healthPort, config.HOST);
+    started(closeServer(health));
     logger.info({ address: health.address() }, 'worker health listening');
   }
   return { metrics, health };
@@ -216,7 +269,14 @@ async function startApiPart(config: Config, logger: Logger, shared: Shared): Pro
     defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
     tokenCacheMs,
   });
-  const server = await listen(app, config.PORT, config.HOST);
+  let server: Server;
+  try {
+    server = await listen(app, config.PORT, config.HOST);
+  } catch (error) {
+    await sendLimiter.close();
+    await sendPool.close();
+    throw error;
+  }
   logger.info({ address: server.address() }, 'API listening');
   await warmUp(server, logger);
   return {

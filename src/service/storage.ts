@@ -32,6 +32,30 @@ export type Database = { orm: Orm; url: string; close(): Promise<void> };
 /** How long closing the database waits for connections still held by jobs cut short. */
 const closeWaitMs = 1000;
 
+/**
+ * Whether the database could not be reached or refused us: a network error, or Postgres' classes
+ * 08 (connection), 28 (authorization) and 3D000 (no such database). A failed migration is not.
+ */
+function isConnectionFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== 'string') return false;
+  return ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '3D000'].includes(code) || /^(08|28)/.test(code);
+}
+
+/**
+ * A failure to connect, as an error that names the setting to fix and where it points (never its
+ * password): the driver's own message (`connect ECONNREFUSED 127.0.0.1:5432`) names neither.
+ */
+function namingDatabaseUrl(error: unknown, databaseUrl: string): Error {
+  const url = new URL(databaseUrl);
+  const where = `${url.hostname}:${url.port || 5432}${url.pathname}`;
+  // Read as a field: an error from another realm (a test's VM context) is not `instanceof Error`.
+  const message = (error as { message?: unknown }).message ?? String(error);
+  return new Error(`Cannot use the database DATABASE_URL names (${where}): ${message}. Check DATABASE_URL, or unset it for the embedded Postgres.`, {
+    cause: error,
+  });
+}
+
 /** Opens the configured database, or the embedded one when DATABASE_URL is unset, migrated. */
 export async function openDatabase(config: Config, logger: Logger): Promise<Database> {
   const embedded = config.DATABASE_URL
@@ -44,7 +68,10 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
   const url = config.DATABASE_URL ?? embedded!.url;
   try {
     const orm = await openOrm(url, config.HERALD_DB_POOL_MAX);
-    await migrate(orm);
+    await migrate(orm).catch(async (error: unknown) => {
+      await orm.close();
+      throw config.DATABASE_URL && isConnectionFailure(error) ? namingDatabaseUrl(error, config.DATABASE_URL) : error;
+    });
     return {
       orm,
       url,

@@ -35,10 +35,12 @@ import { providerOf } from '../domain/platforms.ts';
 import { reportNotificationEnd, type FanoutJob } from '../domain/notifications.ts';
 import { deliveriesFailed, installationsInvalidated, notificationCompleted, type WebhookOutbox } from '../domain/webhook-outbox.ts';
 import { placement, queues } from './queue.ts';
+import { UnopenableSecret, unopenableReason } from '../domain/credentials.ts';
 import { markCredentialHealthy, markCredentialUnhealthy, markCredentialUnreachable } from '../db/sql/credentials.ts';
 import {
   claimPending,
   countAttempts,
+  type CredentialVersion,
   insertDeliveries,
   readBatch,
   recordResults,
@@ -236,16 +238,19 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
   const countAtClaim = [...notifications.values()].some(countsAttemptBeforePush);
   const pending = countAtClaim ? await claimPending(db, job.deliveryIds) : batch.pending;
   const { sendable, unsendable } = sortClaimed(notifications, pending);
-  const client = sendable.length > 0 ? await context.clients.get(db, job.applicationId, provider, batch.credential) : null;
-  if (sendable.length > 0 && !client) {
+  const client = sendable.length > 0 ? await openClient(db, context, job, batch.credential) : null;
+  if (sendable.length > 0 && client === 'unopenable') {
+    for (const delivery of sendable) unsendable.push(ended(delivery.deliveryId, 'failed', unopenableReason));
+  } else if (sendable.length > 0 && !client) {
     for (const delivery of sendable) unsendable.push(ended(delivery.deliveryId, 'skipped', 'no_credentials'));
   }
   // Nothing was pushed for these: their attempts stay as they were.
   if (unsendable.length > 0) await record(db, context, job, notifications, { ...noAttempt(false), results: unsendable });
   const health: CredentialMarks = { healthy: !batch.credential?.marked };
-  const { cancelled, accepted } = client
-    ? await sendAndRecord(db, context, job, notifications, client, health, sendable, !countAtClaim)
-    : { cancelled: new Set<string>(), accepted: 0 };
+  const { cancelled, accepted } =
+    client && client !== 'unopenable'
+      ? await sendAndRecord(db, context, job, notifications, client, health, sendable, !countAtClaim)
+      : { cancelled: new Set<string>(), accepted: 0 };
   for (const notificationId of cancelled) await endCancelled(db, context, { notificationId, applicationId: job.applicationId });
   await completeIfDone(db, context, job.applicationId, [...notifications.keys()].filter((id) => !cancelled.has(id)));
   // The provider answers again after refusing or failing: pushes waiting out their backoff go now.
@@ -265,6 +270,28 @@ async function resumeWaitingRetries(context: JobContext, job: DeliverJob): Promi
   context.waitingRetries.delete(waitingRetriesKey(job));
   const { updated } = await context.boss.update(queues.deliver, undefined, { singletonKey: waitingRetriesKey(job), match: 'all', startAfter: 0 });
   if (updated > 0) context.logger.info({ applicationId: job.applicationId, platform: job.platform, jobs: updated }, 'provider answers again: waiting retries resumed');
+}
+
+/**
+ * The batch's provider client; null without credentials; 'unopenable' when this worker's key does
+ * not open them (stored since it started, with another key, or damaged): the credential is marked
+ * unhealthy for that reason, as a worker's start does, and its pushes fail with it.
+ */
+async function openClient(
+  db: EntityManager,
+  context: JobContext,
+  job: DeliverJob,
+  credential: CredentialVersion | null,
+): Promise<ProviderClient | null | 'unopenable'> {
+  try {
+    return await context.clients.get(db, job.applicationId, providerOf[job.platform], credential);
+  } catch (error) {
+    if (!(error instanceof UnopenableSecret) || !credential) throw error;
+    await markCredentialUnhealthy(db, credential.id, unopenableReason);
+    // Logged when first found; later batches find the mark.
+    if (!credential.marked) context.logger.error({ applicationId: job.applicationId, provider: providerOf[job.platform], reason: error.message }, 'stored credentials cannot be opened');
+    return 'unopenable';
+  }
 }
 
 /** Pushes the sendable deliveries a chunk at a time; answers the notifications found cancelled and the pushes accepted. */

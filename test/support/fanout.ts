@@ -15,7 +15,7 @@ import { createWebhookSender } from '../../src/worker/webhook-sender.ts';
 import { createWebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { startWorkers } from '../../src/worker/workers.ts';
 import type { ProviderEndpoints } from '../../src/providers/provider.ts';
-import { startHarness, type Harness } from './harness.ts';
+import { runCredentialsKey, startHarness, type Harness } from './harness.ts';
 import { apnsSimulator, fcmSimulator, silentLogger } from './simulators.ts';
 import { waitFor } from './receiver.ts';
 
@@ -43,7 +43,7 @@ export async function startPipeline(
   const harness: Harness = await startHarness({ queueSchema });
   const apns = await apnsSimulator();
   const fcm = await fcmSimulator();
-  const credentialsKey = randomBytes(32);
+  const credentialsKey = runCredentialsKey();
   const endpoints: ProviderEndpoints = { apns: apns.sim.url, fcm: fcm.sim.url, ca: `${apns.sim.ca}\n${fcm.sim.ca}` };
   const workerBoss: PgBoss = await startBoss(harness.url, silentLogger, { worker: true, schema: queueSchema });
   const clients: ProviderClients = createProviderClients({ key: credentialsKey, endpoints, logger: silentLogger });

@@ -42,6 +42,13 @@ export function databaseUrl(): string {
   return url;
 }
 
+/** The run's credentials key (global setup): every test file's workers open credentials with it. */
+export function runCredentialsKey(): Buffer {
+  const key = process.env.HERALD_TEST_CREDENTIALS_KEY;
+  if (!key) throw new Error('HERALD_TEST_CREDENTIALS_KEY is not set: run the tests through jest (global setup).');
+  return Buffer.from(key, 'base64');
+}
+
 export async function startHarness(
   options: {
     logger?: Logger;

@@ -10,8 +10,9 @@ const platformNames = { ios: 'iOS (APNs)', android: 'Android (FCM)' } as const;
 
 const advice: Record<ProviderStatus['status'], string> = {
   healthy: 'Pushes go out.',
+  unverified: 'Set, but no provider has accepted a push made with them yet: the first accepted push (or herald credentials check) makes them healthy.',
   not_configured: 'No credentials: deliveries to this platform are skipped (no_credentials).',
-  unhealthy: 'The provider refused these credentials: pushes to this platform fail until they are replaced.',
+  unhealthy: 'The provider refused these credentials, or the workers cannot open them: pushes to this platform fail until they are replaced.',
   unreachable: 'The provider could not be reached: pushes wait and are retried.',
 };
 
@@ -75,6 +76,12 @@ export function ApplicationView() {
                 <td class="nowrap">{formatDate(status.updated_at)}</td>
                 <td>
                   {advice[status.status]}
+                  {status.status === 'unverified' ? (
+                    <>
+                      {' '}
+                      Ask the provider now with <code>herald credentials check --app {app.id}</code>.
+                    </>
+                  ) : null}
                   {status.status === 'not_configured' || status.status === 'unhealthy' ? (
                     <>
                       {' '}

@@ -480,7 +480,8 @@ export type DroppedField = 'image_url' | 'action_url';
 
 /**
  * `pending` until the provider answers; `accepted` by APNs/FCM; `failed` with a reason
- * (the provider's, or `expired`, `provider_credentials`, `provider unreachable`...);
+ * (the provider's, or `expired`, `provider_credentials`, `provider unreachable`, and
+ * (1.2.0) `cannot be opened with this key`: the workers' key does not open the credentials...);
  * `skipped` with a reason (`permission_denied`, `permission_not_determined`,
  * `no_credentials`, `duplicate_identifier`, `installation_deleted`, `installation_invalid`,
  * and (1.1.0) `cancelled`: the notification was cancelled before this push was made).
@@ -838,19 +839,22 @@ export type Ability = 'installations:write' | 'installations:read' | 'installati
 export type ProviderStatus = {
     provider: 'apns' | 'fcm';
     /**
-     * `unhealthy`: the provider refused the credentials (see `reason`); pushes of this
-     * platform fail until they are replaced. `unreachable`: the provider could not be
+     * `unverified` (1.2.0): set, but no provider has accepted a push made with them yet
+     * (`herald credentials check` asks the provider now); `healthy` once one has.
+     * `unhealthy`: the provider refused the credentials, or the workers' key cannot open
+     * them (see `reason`: the provider's, or `cannot be opened with this key`); pushes of
+     * this platform fail until they are replaced. `unreachable`: the provider could not be
      * reached (a network fault, not the credentials); pushes wait and are retried. Both end
      * with the next push the provider accepts.
      *
      */
-    status: 'not_configured' | 'healthy' | 'unhealthy' | 'unreachable';
+    status: 'not_configured' | 'unverified' | 'healthy' | 'unhealthy' | 'unreachable';
     /**
      * Since when `unhealthy` or `unreachable`; null otherwise.
      */
     since: string | null;
     /**
-     * The provider's refusal while `unhealthy`, e.g. `InvalidProviderToken`; null otherwise.
+     * Why `unhealthy`, e.g. `InvalidProviderToken`, or `cannot be opened with this key`; null otherwise.
      */
     reason: string | null;
     /**

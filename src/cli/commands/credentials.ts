@@ -2,14 +2,18 @@
 // key they are encrypted with.
 import { readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { Config } from '../../service/config.ts';
+import { configuredEndpoints } from '../../service/endpoints.ts';
 import {
+  credentialHealth,
   credentialsKey,
   listCredentials,
   rotateCredentialsKey,
   setApnsCredentials,
   setFcmCredentials,
+  type FcmCredentials,
+  type Provider,
 } from '../../domain/credentials.ts';
 import { credentialsKeyForm, decodeCredentialsKey } from '../../domain/credentials-key.ts';
 import type { Logger } from '../../logging/logger.ts';
@@ -50,7 +54,13 @@ export function addCredentialsCommands(program: Command, config: Config, logger:
     .requiredOption('--service-account <path>', 'the service account key file from the Firebase console')
     .action(async (options: { app: string; serviceAccount: string }) => {
       const key = keyFor();
-      const serviceAccount = JSON.parse(readFileSync(options.serviceAccount, 'utf8'));
+      let serviceAccount: FcmCredentials['serviceAccount'];
+      try {
+        serviceAccount = JSON.parse(readFileSync(options.serviceAccount, 'utf8'));
+      } catch (error) {
+        if (!(error instanceof SyntaxError)) throw error;
+        throw new Error(`${options.serviceAccount} is not JSON (${error.message}): use the key file the Firebase console downloads.`, { cause: error });
+      }
       await withDatabase(config, logger, async (em) => {
         await requireApplication(em, options.app);
         await setFcmCredentials(em, options.app, { serviceAccount }, key);
@@ -66,13 +76,42 @@ export function addCredentialsCommands(program: Command, config: Config, logger:
       if (list.length === 0) out('No credentials: pushes to both platforms are skipped (no_credentials).');
       for (const credential of list) {
         const settings = Object.entries(credential.settings).map(([name, value]) => `${name}=${value}`).join(' ');
-        const health = credential.unhealthySince
-          ? `UNHEALTHY since ${credential.unhealthySince.toISOString()}: ${credential.lastError}`
-          : credential.unreachableSince
-            ? `provider UNREACHABLE since ${credential.unreachableSince.toISOString()}`
-            : 'healthy';
+        const { status, since, reason } = credentialHealth(credential);
+        const health = {
+          healthy: 'healthy',
+          unverified: 'unverified: no provider has accepted them yet (herald credentials check asks now)',
+          unhealthy: `UNHEALTHY since ${since?.toISOString()}: ${reason}`,
+          unreachable: `provider UNREACHABLE since ${since?.toISOString()}`,
+        }[status];
         out(`${credential.provider}  ${settings}  updated ${credential.updatedAt.toISOString()}  ${health}`);
       }
+    });
+
+  credentials
+    .command('check')
+    .description('ask the providers now whether they accept the credentials (APNs: a push to a made-up device token; FCM: a validate_only send), and record the answer')
+    .requiredOption('--app <id>', 'application id')
+    .addOption(new Option('--provider <provider>', 'only this provider').choices(['apns', 'fcm']))
+    .action(async (options: { app: string; provider?: Provider }) => {
+      const key = keyFor();
+      const { checkCredentials } = await import('../../worker/credential-check.ts');
+      const checks = await withDatabase(config, logger, async (em) => {
+        await requireApplication(em, options.app);
+        return checkCredentials(em, { applicationId: options.app, only: options.provider, key, endpoints: configuredEndpoints(config), logger });
+      });
+      if (checks.length === 0) throw new Error(`Application ${options.app} has no ${options.provider ? `${options.provider} ` : ''}credentials to check.`);
+      for (const { provider, verdict } of checks) {
+        const setCommand = provider === 'apns' ? 'set-apns' : 'set-fcm';
+        out(
+          verdict.kind === 'accepted'
+            ? `${provider}  accepted: the provider took the credentials (it answered ${verdict.answer} to a push no device receives)`
+            : verdict.kind === 'refused'
+              ? `${provider}  REFUSED: ${verdict.reason}; pushes fail until the credentials are stored again (herald credentials ${setCommand})`
+              : `${provider}  provider UNREACHABLE: ${verdict.reason}; nothing was learned about the credentials`,
+        );
+      }
+      const failed = checks.filter((check) => check.verdict.kind !== 'accepted').length;
+      if (failed > 0) throw new Error(`${failed} of ${checks.length} credential(s) were not accepted.`);
     });
 
   credentials

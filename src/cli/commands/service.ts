@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../../service/config.ts';
 import type { Logger } from '../../logging/logger.ts';
+import type { Service } from '../../service/service.ts';
 import { port, type CommandIo } from './common.ts';
 
 type RunOptions = { api: boolean; worker: boolean; demo: boolean; simulate: boolean };
@@ -86,28 +87,38 @@ async function run(config: Config, logger: Logger, out: Print, options: RunOptio
   process.on('SIGTERM', onSignal);
 
   // Loaded here, not at the top: the admin commands beside these need none of the service.
-  const [{ startService }, { ensureDemoApplication }, { startSimulators }] = await Promise.all([
+  const [{ assertPortsFree, startService }, { ensureDemoApplication }, { startSimulators }] = await Promise.all([
     import('../../service/service.ts'),
     import('../demo.ts'),
     import('../simulate.ts'),
   ]);
+  await assertPortsFree(config, options);
   const simulators = options.simulate
     ? await startSimulators({ keysDir: path.join(config.dataDir, 'simulator') })
     : null;
   if (simulators) {
     logger.info({ apns: simulators.endpoints.apns, fcm: simulators.endpoints.fcm }, 'provider simulators running');
   }
-  const service = await startService(config, logger, options, simulators?.endpoints);
-  if (options.demo) {
-    const address = service.server?.address();
-    const port = address && typeof address === 'object' ? address.port : config.PORT;
-    await ensureDemoApplication(service.database.orm.em.fork(), port, out, {
-      credentialsKey: service.credentialsKey,
-      simulatorKeys: simulators?.keys ?? null,
-    });
+  let service: Service | null = null;
+  try {
+    service = await startService(config, logger, options, simulators?.endpoints);
+    if (options.demo) {
+      const address = service.server?.address();
+      const port = address && typeof address === 'object' ? address.port : config.PORT;
+      await ensureDemoApplication(service.database.orm.em.fork(), port, out, {
+        credentialsKey: service.credentialsKey,
+        simulatorKeys: simulators?.keys ?? null,
+      });
+    }
+  } catch (error) {
+    // A failed start leaves nothing running: startService closed what it opened; the rest is closed here.
+    await service?.stop(0);
+    await simulators?.stop();
+    throw error;
   }
+  const running = service;
   shutdown = shutdownOnce(config, logger, async (graceMs) => {
-    const { released } = await service.stop(graceMs);
+    const { released } = await running.stop(graceMs);
     await simulators?.stop();
     return released;
   });

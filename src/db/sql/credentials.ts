@@ -38,6 +38,15 @@ export async function sealedWebhookSecrets(db: Db): Promise<SealedWebhookSecrets
   return rows(db, sql<SealedWebhookSecrets>`select id, secret, previous_secret as "previousSecret" from webhook_endpoints order by id`);
 }
 
+/** Every endpoint's sealed secrets, with the application it belongs to: what a worker's start tries to open. */
+export async function storedWebhookSecrets(db: Db): Promise<(SealedWebhookSecrets & { applicationId: string })[]> {
+  return rows(
+    db,
+    sql<SealedWebhookSecrets & { applicationId: string }>`
+      select id, application_id as "applicationId", secret, previous_secret as "previousSecret" from webhook_endpoints order by application_id, id`,
+  );
+}
+
 export async function writeWebhookSecrets(db: Db, resealed: SealedWebhookSecrets[]): Promise<void> {
   if (resealed.length === 0) return;
   await run(
@@ -56,15 +65,37 @@ export async function markCredentialUnhealthy(db: Db, credentialId: string, reas
 }
 
 /**
- * A push was accepted: whatever was wrong with the credential or the way to the provider is over.
- * Writes only when something was: a healthy credential's row is not touched by every accepted push.
+ * At a worker's start: the credentials its key does not open are unhealthy for `reason`; those it
+ * opens lose that mark (and only that one: a provider's refusal stays until a push is accepted).
+ */
+export async function markUnopenableCredentials(db: Db, ids: { opened: string[]; unopenable: string[] }, reason: string): Promise<void> {
+  if (ids.unopenable.length > 0) {
+    await run(
+      db,
+      sql`update provider_credentials set unhealthy_since = coalesce(unhealthy_since, now()), last_error = ${reason}
+           where id = any(${arrayLiteral(ids.unopenable)}::uuid[])`,
+    );
+  }
+  if (ids.opened.length > 0) {
+    await run(
+      db,
+      sql`update provider_credentials set unhealthy_since = null, last_error = null
+           where last_error = ${reason} and id = any(${arrayLiteral(ids.opened)}::uuid[])`,
+    );
+  }
+}
+
+/**
+ * A push was accepted: the credential is verified, and whatever was wrong with it or the way to the
+ * provider is over. Writes only when something changes: a verified, healthy credential's row is
+ * not touched by every accepted push.
  */
 export async function markCredentialHealthy(db: Db, credentialId: string): Promise<void> {
   await run(
     db,
     sql`
-      update provider_credentials set unhealthy_since = null, last_error = null, unreachable_since = null
-       where id = ${credentialId} and (unhealthy_since is not null or unreachable_since is not null)`,
+      update provider_credentials set unhealthy_since = null, last_error = null, unreachable_since = null, verified_at = coalesce(verified_at, now())
+       where id = ${credentialId} and (unhealthy_since is not null or unreachable_since is not null or verified_at is null)`,
   );
 }
 

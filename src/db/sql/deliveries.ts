@@ -135,7 +135,8 @@ export type PushedNotification = Pick<
 
 /**
  * Which credential a deliver batch pushes with: its row's id, when it last changed (epoch ms), and
- * whether it was marked unhealthy or unreachable (only then does an accepted push write to it).
+ * whether it was marked unhealthy or unreachable, or is not verified yet (only then does an
+ * accepted push write to it).
  */
 export type CredentialVersion = { id: string; version: number; marked: boolean };
 
@@ -180,7 +181,7 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
              from batch d left join installations i on i.id = d.installation_id
             where d.state = 'pending') p) as pending,
         (select json_build_object('id', c.id, 'version', floor(extract(epoch from c.updated_at) * 1000)::float8,
-                                  'marked', c.unhealthy_since is not null or c.unreachable_since is not null)
+                                  'marked', c.unhealthy_since is not null or c.unreachable_since is not null or c.verified_at is null)
            from provider_credentials c where c.application_id = ${job.applicationId} and c.provider = ${job.provider}) as credential`,
   );
   return {

@@ -33,6 +33,7 @@ export type CredentialHealthRow = {
   unhealthySince: Date | null;
   lastError: string | null;
   unreachableSince: Date | null;
+  verifiedAt: Date | null;
 };
 
 export type ApplicationOverviewRow = {
@@ -59,7 +60,7 @@ export async function findApplicationOverview(db: Db, applicationId: string, tok
              t.name as "tokenName", t.abilities,
              coalesce((select json_agg(json_build_object(
                                 'provider', c.provider, 'updatedAt', c.updated_at, 'unhealthySince', c.unhealthy_since,
-                                'lastError', c.last_error, 'unreachableSince', c.unreachable_since))
+                                'lastError', c.last_error, 'unreachableSince', c.unreachable_since, 'verifiedAt', c.verified_at))
                          from provider_credentials c where c.application_id = a.id), '[]'::json) as credentials
         from applications a join api_tokens t on t.application_id = a.id
        where a.id = ${applicationId} and t.id = ${tokenId}`,
@@ -72,6 +73,7 @@ export async function findApplicationOverview(db: Db, applicationId: string, tok
     unhealthySince: c.unhealthySince === null ? null : new Date(c.unhealthySince),
     lastError: c.lastError,
     unreachableSince: c.unreachableSince === null ? null : new Date(c.unreachableSince),
+    verifiedAt: c.verifiedAt === null ? null : new Date(c.verifiedAt),
   }));
   return { ...found, createdAt: asDate(found.createdAt), credentials };
 }
