@@ -4,10 +4,10 @@ import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
-import { openDatabase, resolveCredentialsKey, type Database } from './storage.ts';
-import { watchDatabase, type OutageWatch } from '../db/outage.ts';
+import { closeOrm, openDatabase, resolveCredentialsKey, roleBounds, type Database, type RoleBounds } from './storage.ts';
+import { openOrm, type Orm } from '../db/orm.ts';
+import { openDatabaseProbe, watchDatabase, type OutageWatch } from '../db/outage.ts';
 import { openPipelinedPool } from '../db/pipelined-pool.ts';
-import { ping } from '../db/sql/infrastructure.ts';
 import { tokenCacheMs } from '../domain/applications.ts';
 import { assertCredentialsReadable, upgradeSealedCredentials } from '../domain/credentials.ts';
 import { openSendLimiter } from '../http/send-limiter.ts';
@@ -79,27 +79,36 @@ export async function startService(
   simulators?: ProviderEndpoints,
 ): Promise<Service> {
   const endpoints = simulators ?? configuredEndpoints(config);
-  const database = await openDatabase(config, logger);
+  const bounds = roleBounds(config);
+  // Each role's units of work on a pool with its bounds: the API's database, or the workers' alone.
+  const database = await openDatabase(config, logger, roles.api ? bounds.api : bounds.worker);
+  const workerOrm = roles.worker && roles.api ? await openOrm(database.url, config.HERALD_DB_POOL_MAX, bounds.worker) : database.orm;
   const key = resolveCredentialsKey(config, { simulated: simulators !== undefined });
   // Only workers open credentials; an API process has no use for the key.
-  if (roles.worker) await assertCredentialsReadable(database.orm.em.fork(), key);
-  if (roles.worker) await upgradeSealedCredentials(database.orm.em.fork(), key, logger);
+  if (roles.worker) await assertCredentialsReadable(workerOrm.em.fork(), key);
+  if (roles.worker) await upgradeSealedCredentials(workerOrm.em.fork(), key, logger);
   let workerPart: WorkerPart | null = null;
+  const probe = openDatabaseProbe(database.url);
   const outage = watchDatabase({
-    probe: () => ping(database.orm.em.fork()),
+    probe: probe.probe,
     logger,
     roles,
     onDown: () => workerPart?.workers.pause(),
     onUp: () => workerPart?.workers.resume(),
   });
-  const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA, outage });
+  const boss = await startBoss(database.url, logger, {
+    worker: roles.worker,
+    schema: config.HERALD_QUEUE_SCHEMA,
+    outage,
+    bounds: roles.worker ? bounds.worker : bounds.api,
+  });
   const webhooks = createWebhookOutbox(webhookEnqueuer(boss));
-  if (roles.worker) workerPart = await startWorkerPart(config, logger, { database, boss, key, endpoints, outage, webhooks });
+  if (roles.worker) workerPart = await startWorkerPart(config, logger, { database, orm: workerOrm, bounds, boss, key, endpoints, outage, webhooks });
   const listeners = await startOperationsListeners(config, logger, roles, outage);
   let server = listeners.health;
   let apiPart: ApiPart | null = null;
   if (roles.api) {
-    apiPart = await startApiPart(config, logger, { database, boss, outage, webhooks });
+    apiPart = await startApiPart(config, logger, { database, bounds, boss, outage, webhooks, readiness: probe.probe });
     server = apiPart.server;
   }
   const stop = async (graceMs: number): Promise<StopResult> => {
@@ -117,13 +126,15 @@ export async function startService(
     await workerPart?.close();
     await apiPart?.close();
     if (roles.worker) observeQueues(null);
+    await probe.close();
+    if (workerOrm !== database.orm) await closeOrm(workerOrm);
     await database.close();
     return { released };
   };
   return { database, boss, server, metricsServer: listeners.metrics, credentialsKey: key, stop };
 }
 
-type Shared = { database: Database; boss: PgBoss; outage: OutageWatch; webhooks: WebhookOutbox };
+type Shared = { database: Database; bounds: RoleBounds; boss: PgBoss; outage: OutageWatch; webhooks: WebhookOutbox };
 type WorkerPart = { workers: Workers; close(): Promise<void> };
 type ApiPart = { server: Server; close(): Promise<void> };
 
@@ -131,16 +142,17 @@ type ApiPart = { server: Server; close(): Promise<void> };
 async function startWorkerPart(
   config: Config,
   logger: Logger,
-  shared: Shared & { key: Buffer | null; endpoints: ProviderEndpoints },
+  shared: Shared & { orm: Orm; key: Buffer | null; endpoints: ProviderEndpoints },
 ): Promise<WorkerPart> {
-  const { database, boss, key, endpoints, outage, webhooks } = shared;
+  const { orm, bounds, boss, key, endpoints, outage, webhooks } = shared;
   const clients = createProviderClients({ key, endpoints, logger });
   const webhookSender = createWebhookSender({
     allowPrivate: config.HERALD_WEBHOOK_ALLOW_PRIVATE,
     timeoutMs: config.HERALD_WEBHOOK_TIMEOUT_SECONDS * 1000,
   });
   const workers = await startWorkers({
-    orm: database.orm,
+    orm,
+    bounds: bounds.worker,
     boss,
     clients,
     logger,
@@ -160,7 +172,7 @@ async function startWorkerPart(
       windowSeconds: config.HERALD_WEBHOOK_RETRY_WINDOW_SECONDS,
     },
   });
-  await startMaintenance(boss, database.orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
+  await startMaintenance(boss, orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
   // The queue's depth is the same for every process: the workers report it (they keep its counts fresh).
   observeQueues(() => queueDepths(boss));
   return {
@@ -198,10 +210,10 @@ async function startOperationsListeners(
 }
 
 /** The HTTP API, with the send limiter and the sends' pool it alone uses. */
-async function startApiPart(config: Config, logger: Logger, shared: Shared): Promise<ApiPart> {
-  const { database, boss, outage, webhooks } = shared;
-  const sendLimiter = openSendLimiter(database.url, 4);
-  const sendPool = openPipelinedPool(database.url, sendPoolMax);
+async function startApiPart(config: Config, logger: Logger, shared: Shared & { readiness: () => Promise<void> }): Promise<ApiPart> {
+  const { database, bounds, boss, outage, webhooks, readiness } = shared;
+  const sendLimiter = openSendLimiter(database.url, 4, bounds.api);
+  const sendPool = openPipelinedPool(database.url, sendPoolMax, bounds.api);
   const app = createApp({
     orm: database.orm,
     sends: sendPool,
@@ -213,6 +225,7 @@ async function startApiPart(config: Config, logger: Logger, shared: Shared): Pro
     validateResponses: config.HERALD_VALIDATE_RESPONSES,
     sendLimiter,
     outage,
+    readiness,
     defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
     tokenCacheMs,
   });
