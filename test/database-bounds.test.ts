@@ -180,3 +180,9 @@ describe('on a database of its own', () => {
     }
   }, 30_000);
 });
+
+test("a statement never answered is unavailable in pg-boss's report of a worker's failure too, which copies its fields and adds to its message", () => {
+  const timedOut = new Error('Query read timeout');
+  const reported = { ...timedOut, message: `${timedOut.message} (Queue: deliver, Worker: w-1)`, stack: timedOut.stack, queue: 'deliver' };
+  expect(isDatabaseUnavailable(reported)).toBe(true);
+});

@@ -28,9 +28,9 @@ const networkCodes = new Set(['ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
 // "connection exception".
 const endedStates = new Set(['57P01', '57P02']);
 // The driver's, the pool's and pg-boss's words for a connection lost, never answered, or not
-// handed out within connectionTimeoutMillis.
+// handed out within connectionTimeoutMillis (pg-boss adds the queue and worker to a message).
 const driverMessages =
-  /connection terminated|timeout exceeded when trying to connect|connection (?:is )?closed|client has encountered a connection error|cannot use a pool after calling end|^query read timeout$|LISTEN\/NOTIFY heartbeat timed out/i;
+  /connection terminated|timeout exceeded when trying to connect|connection (?:is )?closed|client has encountered a connection error|cannot use a pool after calling end|query read timeout|LISTEN\/NOTIFY heartbeat timed out/i;
 
 /** Each error of a chain (its causes, an AggregateError's first), once. */
 function* chain(error: unknown): Generator<Record<string, unknown>> {
