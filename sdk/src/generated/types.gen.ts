@@ -986,8 +986,9 @@ export type ListInstallationsErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1038,8 +1039,9 @@ export type DeleteInstallationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1090,8 +1092,9 @@ export type GetInstallationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1150,8 +1153,9 @@ export type UpdateInstallationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1206,8 +1210,9 @@ export type RegisterInstallationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1268,8 +1273,9 @@ export type ListNotificationsErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1351,8 +1357,9 @@ export type SendNotificationErrors = {
      */
     429: Error;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1405,8 +1412,9 @@ export type GetNotificationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1461,8 +1469,9 @@ export type CancelNotificationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1543,8 +1552,9 @@ export type ListDeliveriesErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1595,8 +1605,9 @@ export type GetNotificationBreakdownErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1659,8 +1670,9 @@ export type ReportEventErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1702,8 +1714,9 @@ export type ListWebhooksErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1769,8 +1782,9 @@ export type ListWebhookDeliveriesErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1804,8 +1818,9 @@ export type GetAppErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1860,7 +1875,7 @@ export type ReadinessErrors = {
      */
     422: ValidationError;
     /**
-     * Not ready; the database is unreachable.
+     * Not ready; the database is unreachable, or did not answer within 2 s.
      */
     503: HealthStatus;
 };
