@@ -144,7 +144,8 @@ bench-api: install build
 	node bench/api.ts $(BENCH_ARGS)
 
 # The chaos run (bench/chaos.ts): Herald's processes under real faults (worker and API kill -9,
-# database connections terminated, a database restart and crash, providers refusing or silent),
+# database connections terminated, a database restart and crash, providers refusing or silent, a
+# stalled database),
 # one table of what was lost, doubled or stuck and how fast it recovered. Not part of make test: a
 # measurement of a few minutes, exit 0 whatever Herald did (non-zero only when the harness broke).
 # CHAOS_SCENARIOS=a,b1 runs some; logs in reports/chaos/.

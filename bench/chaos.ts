@@ -12,6 +12,9 @@
 //       after it new connections work again, while the hung ones stay hung (a half-open link)
 //   e   an API process killed (kill -9) during a burst of sends with Idempotency-Keys; the client
 //       retries each unacknowledged send, same key and body, against a second API process
+//   f   the database stalled ~20 s (a TCP proxy between Herald and Postgres keeps every connection
+//       open and answers nothing; new ones get through again after it, the stalled ones stay hung):
+//       the API must answer 503 with Retry-After within its bound and /readyz within 2 s meanwhile
 // The client retries any send not answered 202 (5xx, refused, reset, no answer within 10 s) with
 // the same Idempotency-Key every 250 ms, as an integrator's backend would. Each scenario then
 // waits until every acknowledged notification is terminal (completed/partial/failed, with a
@@ -116,7 +119,7 @@ class Client {
   private loads: Promise<void>[] = [];
   private loading = false;
   private counter = 0;
-  private readonly token: string;
+  readonly token: string;
   /** The API to call now: a name and a base URL (e.g. the second API once the first is dead). */
   private readonly target: () => { name: string; base: string };
   private readonly prefix: string;
@@ -217,7 +220,16 @@ type HeraldProcess = Launched & { role: HeraldRole; base: string | null; started
 type Stage = Awaited<ReturnType<typeof openStage>>;
 type InFlight = { deliveries: string[]; notifications: string[]; at: number };
 
-async function openStage(shared: Shared, id: string, options: { adminUrl?: string; latency?: number | { min: number; max: number } | null } = {}) {
+async function openStage(
+  shared: Shared,
+  id: string,
+  options: {
+    adminUrl?: string;
+    latency?: number | { min: number; max: number } | null;
+    /** Herald reaches its database through a TCP proxy the scenario can stall (`databaseProxy`). */
+    proxied?: boolean;
+  } = {},
+) {
   const began = Date.now();
   const dir = path.join(runDir, id);
   mkdirSync(dir, { recursive: true });
@@ -237,6 +249,8 @@ async function openStage(shared: Shared, id: string, options: { adminUrl?: strin
     users: settings.users,
   });
   await resetSimulators(shared.sims, options.latency ?? null);
+  const databaseProxy = options.proxied ? await startTcpProxy(database.url) : null;
+  if (databaseProxy) cleanups.add(`${id} database proxy`, () => databaseProxy.close());
   const observer = new pg.Pool({ connectionString: database.url, max: 3, application_name: 'herald-chaos' });
   // Terminated or restarted with everyone else's: a query then fails, the pool reconnects.
   observer.on('error', () => undefined);
@@ -248,7 +262,7 @@ async function openStage(shared: Shared, id: string, options: { adminUrl?: strin
   const at = (time: number) => `+${fixed((time - began) / 1000, 1)} s`;
   const heraldEnv = (port: number): NodeJS.ProcessEnv => ({
     ...heraldEnvironment({
-      databaseUrl: database.url,
+      databaseUrl: databaseProxy?.url ?? database.url,
       port,
       dataDir: path.join(shared.tmp, 'herald'),
       apns: shared.proxies.apns.url,
@@ -389,6 +403,7 @@ async function openStage(shared: Shared, id: string, options: { adminUrl?: strin
     began,
     dir,
     url: database.url,
+    databaseProxy,
     observer,
     applicationId: seeded.applicationId,
     client,
@@ -782,6 +797,69 @@ const apiKill: Scenario = {
     }),
 };
 
+/** What the API answered during a stall: each answer's status, Retry-After and time; /readyz's the same. */
+type StallAnswer = { status: number | string; retryAfter: string | null; ms: number };
+
+async function timedGet(url: string, token?: string): Promise<StallAnswer> {
+  const started = Date.now();
+  try {
+    const response = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(settings.requestTimeoutMs) });
+    await response.arrayBuffer();
+    return { status: response.status, retryAfter: response.headers.get('retry-after'), ms: Date.now() - started };
+  } catch (error) {
+    return { status: (error as Error).name === 'TimeoutError' ? 'no answer' : (error as Error).message, retryAfter: null, ms: Date.now() - started };
+  }
+}
+
+const stallGoal = { apiMs: 5_000, readyMs: 2_000 };
+
+const databaseStall: Scenario = {
+  id: 'f',
+  title: 'db stalled 20 s, connections open, nothing answered',
+  run: (shared) =>
+    withStage(shared, 'f', databaseStall.title, { latency: { min: 50, max: 200 }, proxied: true }, async (stage) => {
+      const api = await stage.start('serve', 'serve');
+      await stage.start('work', 'work');
+      stage.client.startLoad(250, () => randomUsers());
+      await sleep(3_000);
+      const held = await stage.inFlight(Date.now());
+      const stalledAt = Date.now();
+      stage.databaseProxy!.blackhole();
+      log(`  f: database stalled at ${stage.at(stalledAt)}`);
+      // Beside the client's sends: a read and a readiness check every half second, timed.
+      const reads: StallAnswer[] = [];
+      const readiness: StallAnswer[] = [];
+      while (Date.now() - stalledAt < 20_000) {
+        const [read, ready] = await Promise.all([
+          timedGet(`${api.base}/api/v1/notifications`, stage.client.token),
+          timedGet(`${api.base}/readyz`),
+          sleep(500),
+        ]);
+        reads.push(read);
+        readiness.push(ready);
+      }
+      await stage.databaseProxy!.restore();
+      const faultEnd = Date.now();
+      const tracked = stage.takenUp(held, faultEnd);
+      log(`  f: database answering again at ${stage.at(faultEnd)}`);
+      await sleep(6_000);
+      return async () => {
+        // The first seconds of the stall may still answer from work begun before it.
+        const late = reads.filter((answer) => answer.ms > stallGoal.apiMs);
+        const without = reads.filter((answer) => answer.status === 503 && answer.retryAfter === null);
+        const slowReady = readiness.filter((answer) => answer.ms > stallGoal.readyMs);
+        const summary = (answers: StallAnswer[]) =>
+          `${[...new Set(answers.map((answer) => answer.status))].join('/')}, slowest ${fixed(Math.max(...answers.map((answer) => answer.ms)) / 1000, 1)} s`;
+        stage.notes.push(`goal: the API answers 503 with Retry-After within ${stallGoal.apiMs / 1000} s, /readyz within ${stallGoal.readyMs / 1000} s, nothing lost or doubled after it recovers`);
+        stage.notes.push(`during the stall: reads ${summary(reads)}; /readyz ${summary(readiness)}`);
+        if (late.length + without.length + slowReady.length > 0) {
+          stage.notes.push(`BOUND MISSED: ${late.length} reads past ${stallGoal.apiMs / 1000} s, ${without.length} 503s without Retry-After, ${slowReady.length} readiness checks past ${stallGoal.readyMs / 1000} s`);
+        }
+        return stage.recovery(held, tracked, faultEnd);
+      };
+    }),
+};
+
 // ---------------------------------------------------------------------------------------------
 
 /** The goal column of a row: `ok`, or what it missed. */
@@ -792,6 +870,7 @@ function misses(row: Row): string {
   if (row.duplicateRows > 0 || row.notes.some((note) => note.startsWith('DUPLICATE'))) missed.push('duplicates');
   if (row.stuck > 0) missed.push('stuck');
   if (row.notes.some((note) => note.startsWith('REFUSED'))) missed.push('refused');
+  if (row.notes.some((note) => note.startsWith('BOUND'))) missed.push('bound');
   if (row.recovery === null || row.recovery > goal.recoverySeconds) missed.push('recovery');
   return missed.length === 0 ? 'ok' : `MISS: ${missed.join(', ')}`;
 }
@@ -854,6 +933,7 @@ async function run(): Promise<number> {
     providerScenario('d1', 'refused'),
     providerScenario('d2', 'silent'),
     apiKill,
+    databaseStall,
   ].filter((scenario) => settings.scenarios === null || settings.scenarios.includes(scenario.id));
   if (scenarios.length === 0) throw new Error(`CHAOS_SCENARIOS: none of ${settings.scenarios?.join(', ')}`);
 

@@ -39,8 +39,7 @@ import { migrate, openOrm, type Orm } from '../src/db/orm.ts';
 import { openPipelinedPool } from '../src/db/pipelined-pool.ts';
 import { createApplication, createToken, tokenCacheMs } from '../src/domain/applications.ts';
 import { openSendLimiter } from '../src/http/send-limiter.ts';
-import { watchDatabase } from '../src/db/outage.ts';
-import { ping } from '../src/db/sql/infrastructure.ts';
+import { openDatabaseProbe, watchDatabase } from '../src/db/outage.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
 import { retentionBatchSize, runMaintenance } from '../src/worker/maintenance.ts';
 import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
@@ -195,7 +194,9 @@ type Send = (key: string) => Promise<string | null>;
 
 /** The API as `herald serve` composes it (service.ts), on its own port; answers a send (null when it got its 202). */
 async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> {
-  const outage = watchDatabase({ probe: () => ping(apiOrm.em.fork()), logger: silent, roles: { api: true, worker: false } });
+  const probe = openDatabaseProbe(url);
+  cleanups.add('database probe', () => probe.close());
+  const outage = watchDatabase({ probe: probe.probe, logger: silent, roles: { api: true, worker: false } });
   cleanups.add('outage watch', async () => outage.stop());
   const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema, outage });
   cleanups.add('job queue', () => boss.stop({ graceful: false }));
@@ -214,6 +215,7 @@ async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> 
     validateResponses: false,
     sendLimiter,
     outage,
+    readiness: probe.probe,
     defaultSendPolicy: { quota: 1_000_000_000, windowSeconds: 60 },
     tokenCacheMs,
   });

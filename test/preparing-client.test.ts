@@ -61,11 +61,12 @@ test("pg-boss's connections prepare its fetch, with a generic plan", async () =>
 
 test("pg-boss's sessions plan generically, keeping the startup options DATABASE_URL gives", async () => {
   const url = new URL(databaseUrl());
-  url.searchParams.set('options', '-c statement_timeout=12345');
+  // Not statement_timeout: Herald's own bound (HERALD_DB_*_TIMEOUT_SECONDS) sets that one.
+  url.searchParams.set('options', '-c work_mem=12345kB');
   const boss = await startBoss(url.toString(), createLogger('silent'), { worker: false, schema: `prepared_${randomBytes(4).toString('hex')}` });
   try {
-    const { rows } = await boss.getDb().executeSql(`select current_setting('plan_cache_mode') as plans, current_setting('statement_timeout') as timeout`);
-    expect(rows).toEqual([{ plans: 'force_generic_plan', timeout: '12345ms' }]);
+    const { rows } = await boss.getDb().executeSql(`select current_setting('plan_cache_mode') as plans, current_setting('work_mem') as memory`);
+    expect(rows).toEqual([{ plans: 'force_generic_plan', memory: '12345kB' }]);
   } finally {
     await boss.stop({ close: true, graceful: false });
   }

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig, MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
-import pg from 'pg';
+import { boundedConnections, defaultBounds, migrationBounds, type DatabaseBounds } from './bounds.ts';
 import { entities } from './entities.ts';
 import { PreparingClient } from './preparing-client.ts';
 import { compiled } from './sql/execute.ts';
@@ -13,14 +13,15 @@ import { takeMigrationLock } from './sql/infrastructure.ts';
 const migrationsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 const migrationsGlob = import.meta.url.endsWith('.ts') ? '!(*.d).ts' : '*.js';
 
-export function ormConfig(clientUrl: string, poolMax = 10) {
+export function ormConfig(clientUrl: string, poolMax = 10, bounds: DatabaseBounds = defaultBounds) {
   return defineConfig({
     clientUrl,
     entities,
     extensions: [Migrator],
     pool: { max: poolMax },
-    // Passed on to its pg pool: each statement text is parsed once per connection.
-    driverOptions: { Client: PreparingClient },
+    // Passed on to its pg pool: each statement text is parsed once per connection, and every call is
+    // bounded.
+    driverOptions: { Client: PreparingClient, ...boundedConnections(bounds) },
     // Timestamps are written and read as UTC, whatever the database server's time zone.
     forceUtcTimezone: true,
     debug: false,
@@ -39,15 +40,16 @@ export function ormConfig(clientUrl: string, poolMax = 10) {
 
 export type Orm = MikroORM;
 
-export async function openOrm(clientUrl: string, poolMax?: number): Promise<Orm> {
-  return MikroORM.init(ormConfig(clientUrl, poolMax));
+export async function openOrm(clientUrl: string, poolMax?: number, bounds?: DatabaseBounds): Promise<Orm> {
+  return MikroORM.init(ormConfig(clientUrl, poolMax, bounds));
 }
 
-// Any number of processes may start at once against a fresh database: one migrates at a time.
+// Any number of processes may start at once against a fresh database: one migrates at a time, on
+// connections without a statement bound (their ORM is opened with migrationBounds: service/storage.ts).
 const migrationLock = 72_540_301;
 
 export async function migrate(orm: Orm): Promise<void> {
-  const lock = new pg.Client({ connectionString: orm.config.get('clientUrl') });
+  const lock = new PreparingClient({ connectionString: orm.config.get('clientUrl'), ...boundedConnections(migrationBounds) });
   await lock.connect();
   try {
     const statement = compiled(takeMigrationLock(migrationLock));

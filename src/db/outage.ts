@@ -2,7 +2,22 @@
 // between no claiming and no retry storm (workers), no line per refused request (the API), only a
 // probe with a backoff.
 import type { Logger } from '../logging/logger.ts';
+import { probeBounds } from './bounds.ts';
+import { openStatementPool } from './pools.ts';
+import { ping } from './sql/infrastructure.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
+
+export type DatabaseProbe = { probe(): Promise<void>; close(): Promise<void> };
+
+/**
+ * The watch's probe and the API's readiness: `select 1` on two connections of their own, bounded
+ * short (probeBounds), so that it answers within 2 s while the role's pools wait out their longer
+ * bounds on a stalled database, or have every connection taken.
+ */
+export function openDatabaseProbe(url: string): DatabaseProbe {
+  const { db, close } = openStatementPool(url, 2, probeBounds);
+  return { probe: () => ping(db), close };
+}
 
 export type OutageWatch = {
   /** True when `error` means the database is unreachable (the watch then handles it; do not log it). */

@@ -6,6 +6,7 @@
 // Each statement keeps its own answer or error; after an error the ones behind it fail as the
 // aborted transaction's (25P02), and the transaction rolls back.
 import type { RawBuilder } from 'kysely';
+import { boundedConnections, defaultBounds, type DatabaseBounds } from './bounds.ts';
 import { openListenedPool } from './pools.ts';
 import { compiled, type StatementSession } from './sql/execute.ts';
 
@@ -26,8 +27,8 @@ export type PipelinedPool = {
   close(): Promise<void>;
 };
 
-export function openPipelinedPool(url: string, max: number): PipelinedPool {
-  const pool = openListenedPool({ connectionString: url, max, pipeline: true });
+export function openPipelinedPool(url: string, max: number, bounds: DatabaseBounds = defaultBounds): PipelinedPool {
+  const pool = openListenedPool({ connectionString: url, max, pipeline: true, ...boundedConnections(bounds) });
   return {
     async transaction(work) {
       const client = await pool.connect();

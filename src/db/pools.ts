@@ -2,6 +2,7 @@
 // leases, benchmarks.
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { boundedConnections, defaultBounds, type DatabaseBounds } from './bounds.ts';
 import { PreparingClient } from './preparing-client.ts';
 
 /**
@@ -18,8 +19,9 @@ export function openListenedPool(config: pg.PoolConfig): pg.Pool {
   return pool;
 }
 
-/** A Kysely on a pool of its own (a service beside the ORM's, a benchmark). */
-export function openStatementPool(url: string, max: number): { db: Kysely<unknown>; close(): Promise<void> } {
-  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool: openListenedPool({ connectionString: url, max }) }) });
+/** A Kysely on a pool of its own (a service beside the ORM's, a benchmark), with these bounds on every call. */
+export function openStatementPool(url: string, max: number, bounds: DatabaseBounds = defaultBounds): { db: Kysely<unknown>; close(): Promise<void> } {
+  const pool = openListenedPool({ connectionString: url, max, ...boundedConnections(bounds) });
+  const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
   return { db, close: () => db.destroy() };
 }

@@ -7,8 +7,14 @@
 //   deliver batch's read and its outcomes' update cost Postgres less CPU once they are not parsed
 //   and analysed anew (make bench-statements), and Postgres still plans a call for its own values
 //   where a generic plan would cost more.
+//
+// It also keeps the bounds of db/bounds.ts: an error while opening the connection is a
+// ConnectionFailed (the database is unavailable, whatever the driver or the server said), and a
+// connection whose statement was not answered within pg's query_timeout is closed, so that the pool
+// drops it instead of lending it out again behind a statement that may never be answered.
 import { createHash } from 'node:crypto';
 import pg from 'pg';
+import { ConnectionFailed, queryReadTimeout } from './unavailable.ts';
 
 /**
  * How many distinct statements are prepared at most; any other runs unnamed. pg-boss builds its
@@ -34,18 +40,53 @@ function preparedName(text: string): string | undefined {
  */
 const singleDataStatement = /^\s*(with|select|insert|update|delete)\b[^;]*$/i;
 
-type Query = (config: unknown, values?: unknown, callback?: unknown) => never;
+type Query = (config: unknown, values?: unknown, callback?: unknown) => unknown;
+type Callback = (error: unknown, result?: unknown) => void;
+type ConnectCallback = (error: unknown, ...rest: unknown[]) => void;
+type Connect = (callback?: ConnectCallback) => Promise<unknown> | undefined;
 
 class Preparing extends pg.Client {
   // pg.Client's query has a dozen overloads, with the text or a config first: all arrive here.
   override query(config: unknown, values?: unknown, callback?: unknown): never {
     const query = super.query as unknown as Query;
+    // The answer, whichever way it comes back (a callback, or the promise), is watched for pg's
+    // read timeout (query_timeout).
+    const watched = (given: unknown) =>
+      typeof given === 'function'
+        ? (error: unknown, result?: unknown) => {
+            this.closeIfUnanswered(error);
+            (given as Callback)(error, result);
+          }
+        : given;
     const name = typeof config === 'string' && singleDataStatement.test(config) ? preparedName(config) : undefined;
-    if (name === undefined) return query.call(this, config, values, callback);
-    // (text, callback) as well as (text, values, callback).
-    return typeof values === 'function'
-      ? query.call(this, { name, text: config, values: [] }, values)
-      : query.call(this, { name, text: config, values: values ?? [] }, callback);
+    const result =
+      name === undefined
+        ? query.call(this, config, watched(values), watched(callback))
+        : // (text, callback) as well as (text, values, callback).
+          typeof values === 'function'
+          ? query.call(this, { name, text: config, values: [] }, watched(values))
+          : query.call(this, { name, text: config, values: values ?? [] }, watched(callback));
+    if (result instanceof Promise) result.catch((error: unknown) => this.closeIfUnanswered(error));
+    return result as never;
+  }
+
+  // (callback) as pg-pool calls it, and () as a dedicated session does.
+  override connect(callback?: unknown): never {
+    const connect = super.connect as unknown as Connect;
+    if (typeof callback === 'function') {
+      return connect.call(this, (error, ...rest) => (callback as ConnectCallback)(error && new ConnectionFailed(error), ...rest)) as never;
+    }
+    return connect.call(this)!.catch((error: unknown) => {
+      throw new ConnectionFailed(error);
+    }) as never;
+  }
+
+  /**
+   * After pg's read timeout the statement is still on the connection, and whatever is sent next
+   * would wait behind it: closed, the connection is dropped by its pool when released.
+   */
+  private closeIfUnanswered(error: unknown): void {
+    if (error instanceof Error && error.message === queryReadTimeout) this.end().catch(() => undefined);
   }
 }
 

@@ -12,24 +12,18 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { skipPendingAsCancelled } from '../db/sql/deliveries.ts';
 import {
   completeNotification,
-  limitLockWait,
   lockPushes,
   markCancelled,
   type FinishedNotification,
   type NotificationRow,
 } from '../db/sql/notifications.ts';
+import { isStatementTimeout } from '../db/unavailable.ts';
 import { conflict, notFound, unavailable } from './errors.ts';
 import { isUuid } from './ids.ts';
 import type { Logger } from '../logging/logger.ts';
 import { deliveriesEnded } from '../observability/metrics.ts';
 import { findNotification, reportNotificationEnd, type FanoutQueue } from './notifications.ts';
 import { notificationCompleted, type WebhookOutbox } from './webhook-outbox.ts';
-
-/**
- * How long a cancel waits for the chunks being pushed: longer than the provider send deadline's
- * default (5 s) plus recording. Past it the cancel answers 503 and can be repeated.
- */
-const chunkWaitMs = 15_000;
 
 const endedMessage = (status: string) =>
   `The notification has already ended (${status}); only a queued or processing notification can be cancelled.`;
@@ -70,9 +64,10 @@ export async function cancelNotification(
  */
 export async function finishCancellation(em: EntityManager, webhooks: WebhookOutbox, applicationId: string, id: string): Promise<Omit<Cancelled, 'notification'>> {
   return em.transactional(async (tx) => {
-    await limitLockWait(tx, chunkWaitMs);
+    // The wait for the chunks being pushed is the caller's lock bound (db/bounds.ts; the API's
+    // keeps a request within seconds): past it the cancel answers 503, and a repeat finds them done.
     await lockPushes(tx, id).catch((error: unknown) => {
-      throw (error as { code?: string }).code === '55P03' ? unavailable(1) : error;
+      throw isStatementTimeout(error) ? unavailable(1) : error;
     });
     const skipped = await skipPendingAsCancelled(tx, id);
     const ended = await completeNotification(tx, id, 'cancelled');

@@ -401,7 +401,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description The process can serve requests, that is, the database answers.
+         * @description The process can serve requests, that is, the database answers. Answered within 2 s.
          */
         get: operations["readiness"];
         put?: never;
@@ -1698,8 +1698,9 @@ export interface components {
             };
         };
         /**
-         * @description The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-         *     token is never refused because the database is down.)
+         * @description The database cannot be reached, did not answer within Herald's bound (seconds), or a
+         *     statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+         *     seconds. (A token is never refused because the database is down.)
          */
         ServiceUnavailable: {
             headers: {
@@ -2772,7 +2773,7 @@ export interface operations {
                 };
             };
             422: components["responses"]["UnknownParameter"];
-            /** @description Not ready; the database is unreachable. */
+            /** @description Not ready; the database is unreachable, or did not answer within 2 s. */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

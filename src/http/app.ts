@@ -42,6 +42,8 @@ export type AppOptions = {
   sendLimiter: SendLimiter;
   /** Logs a database outage once, however many requests it refuses (db/outage.ts). */
   outage: OutageWatch;
+  /** GET /readyz: the database probe (db/outage.ts openDatabaseProbe). */
+  readiness: () => Promise<void>;
   defaultSendPolicy: SendPolicy;
   /** How long a token read is trusted (domain/applications.ts tokenCacheMs); 0: never. */
   tokenCacheMs: number;
@@ -145,7 +147,7 @@ export function createApp(options: AppOptions): Express {
       ignoreUndocumented: false,
     }),
   );
-  app.use(systemRouter(orm, document, options.outage));
+  app.use(systemRouter(options.readiness, document, options.outage));
   app.use(installationsRouter(orm));
   const quota = sendQuota(options.sendLimiter, options.defaultSendPolicy);
   app.use(notificationsRouter(orm, options.sends, options.fanouts, quota, options.webhooks));

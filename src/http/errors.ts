@@ -3,7 +3,7 @@
 // logged whole. A last-resort handler behind it answers the same JSON whatever happened.
 import type { ErrorRequestHandler, Request } from 'express';
 import type { OutageWatch } from '../db/outage.ts';
-import { isDatabaseUnavailable } from '../db/unavailable.ts';
+import { isDatabaseUnavailable, isStatementTimeout } from '../db/unavailable.ts';
 import {
   addFieldError,
   fieldErrors,
@@ -104,7 +104,9 @@ function unsupportedMediaType(contentType: string | undefined): string {
 /** Maps any thrown value to a status and the error body; null for a bug (500). */
 export function toHttpError(error: unknown, req: Request): HttpError | null {
   if (error instanceof HttpError) return error;
-  if (isDatabaseUnavailable(error)) return unavailable(unavailableRetryAfterSeconds);
+  // Past a database bound (db/bounds.ts): nothing answered, or the server ended a statement at its
+  // own. Either way nothing was done, and a retry may find it answered.
+  if (isDatabaseUnavailable(error) || isStatementTimeout(error)) return unavailable(unavailableRetryAfterSeconds);
   const foreign = (error ?? {}) as ForeignError;
   const status = foreign.status ?? foreign.statusCode;
   if (typeof status !== 'number' || status < 400 || status >= 500) return null;
@@ -124,13 +126,16 @@ export function toHttpError(error: unknown, req: Request): HttpError | null {
 /**
  * A database outage is the process's watch's to log, once when it starts and once when it ends:
  * each 503 in between has only its request line (at `warn`), not a line with the error of its own.
+ * A statement the server ended at its bound is no outage: its cause joins the request's line.
  */
 export function errorHandler(outage: OutageWatch): ErrorRequestHandler {
   return (error, req, res, next) => {
     const httpError = toHttpError(error, req);
     if (!httpError) return next(error);
     for (const [name, value] of Object.entries(httpError.headers ?? {})) res.setHeader(name, value);
-    if (httpError.status === 503) outage.report(error);
+    if (httpError.status === 503 && !outage.report(error) && isStatementTimeout(error)) {
+      req.log.warn({ cause: error instanceof Error ? error.message : String(error) }, 'database statement ended at its bound');
+    }
     res.status(httpError.status).json(
       httpError.errors ? { message: httpError.message, errors: httpError.errors } : { message: httpError.message },
     );

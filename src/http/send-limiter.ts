@@ -1,6 +1,7 @@
 // Counts sends against an application's policy: a fixed window per application, counted in
 // Postgres so that every API process shares it (rate-limiter-flexible's Postgres store).
 import { RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
+import { boundedConnections, defaultBounds, type DatabaseBounds } from '../db/bounds.ts';
 import { openListenedPool } from '../db/pools.ts';
 import type { SendPolicy } from '../domain/rate-limits.ts';
 
@@ -23,8 +24,8 @@ export type SendLimiter = {
  * wait under a fanout for the workers' WAL flushes (and the same application's previous upsert on
  * its row), and be the slowest answer of a send's first round trip (docs/DESIGN.md, "Rate limit").
  */
-export function openSendLimiter(url: string, max: number): SendLimiter {
-  const pool = openListenedPool({ connectionString: url, max, options: '-c synchronous_commit=off' });
+export function openSendLimiter(url: string, max: number, bounds: DatabaseBounds = defaultBounds): SendLimiter {
+  const pool = openListenedPool({ connectionString: url, max, options: '-c synchronous_commit=off', ...boundedConnections(bounds) });
   // One limiter per distinct policy; they share the table, keyed by policy and application so a
   // changed policy starts a fresh window.
   const limiters = new Map<string, RateLimiterPostgres>();

@@ -20,6 +20,17 @@ const schema = z.object({
   HERALD_BODY_LIMIT: z.string().regex(/^\d+(b|kb|mb)$/i).default('1mb'),
   HERALD_VALIDATE_RESPONSES: flag.default(false),
   HERALD_DB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  // Bounds of every database call (db/bounds.ts). Opening a connection, or waiting for a free one.
+  HERALD_DB_CONNECT_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(60).default(2),
+  // The API's statements: past this Postgres cancels one (statement_timeout), half a second later the
+  // client gives up on a database that answers nothing. With the connect bound, a request in a stall
+  // is answered 503 within about 5 s.
+  HERALD_DB_STATEMENT_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(3),
+  // The API's lock waits (lock_timeout): below the statement bound, so a held lock is named as such.
+  HERALD_DB_LOCK_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(2),
+  // The workers' statements (and their maintenance's): fanouts and chunks write many rows at once,
+  // well below a deliver job's 120 s expiry.
+  HERALD_DB_WORKER_STATEMENT_TIMEOUT_SECONDS: z.coerce.number().min(0.1).max(600).default(30),
   // 32 random bytes, base64: encrypts provider credentials at rest (`openssl rand -base64 32`).
   HERALD_CREDENTIALS_KEY: z
     .string()

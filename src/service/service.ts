@@ -4,10 +4,10 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import type { PgBoss } from 'pg-boss';
 import type { Config } from './config.ts';
 import { configuredEndpoints } from './endpoints.ts';
-import { openDatabase, resolveCredentialsKey, type Database } from './storage.ts';
-import { watchDatabase, type OutageWatch } from '../db/outage.ts';
+import { closeOrm, openDatabase, resolveCredentialsKey, roleBounds, type Database, type RoleBounds } from './storage.ts';
+import { openOrm, type Orm } from '../db/orm.ts';
+import { openDatabaseProbe, watchDatabase, type OutageWatch } from '../db/outage.ts';
 import { openPipelinedPool } from '../db/pipelined-pool.ts';
-import { ping } from '../db/sql/infrastructure.ts';
 import { tokenCacheMs } from '../domain/applications.ts';
 import { checkStoredSecrets, upgradeSealedCredentials } from '../domain/credentials.ts';
 import { openSendLimiter } from '../http/send-limiter.ts';
@@ -96,12 +96,14 @@ export async function startService(
   roles: { api: boolean; worker: boolean },
   simulators?: ProviderEndpoints,
 ): Promise<Service> {
-  const database = await openDatabase(config, logger);
+  const bounds = roleBounds(config);
+  // Each role's units of work on a pool with its bounds: the API's database, or the workers' alone.
+  const database = await openDatabase(config, logger, roles.api ? bounds.api : bounds.worker);
   // What has started so far, closed in reverse order when a later step fails: a failed start
   // leaves nothing running (an embedded Postgres it started would outlive the process).
   const started: (() => Promise<unknown>)[] = [() => database.close()];
   try {
-    return await startOn(database, config, logger, roles, simulators, (close) => started.push(close));
+    return await startOn(database, bounds, config, logger, roles, simulators, (close) => started.push(close));
   } catch (error) {
     for (const close of started.reverse()) {
       await close().catch((closeError: unknown) => logger.warn({ err: closeError }, 'closing after a failed start failed'));
@@ -113,6 +115,7 @@ export async function startService(
 /** The rest of startService(), once its database is open; `started` is told how to close each part it starts. */
 async function startOn(
   database: Database,
+  bounds: RoleBounds,
   config: Config,
   logger: Logger,
   roles: { api: boolean; worker: boolean },
@@ -120,24 +123,33 @@ async function startOn(
   started: (close: () => Promise<unknown>) => void,
 ): Promise<Service> {
   const endpoints = simulators ?? configuredEndpoints(config);
+  const workerOrm = roles.worker && roles.api ? await openOrm(database.url, config.HERALD_DB_POOL_MAX, bounds.worker) : database.orm;
+  if (workerOrm !== database.orm) started(() => closeOrm(workerOrm));
   const key = resolveCredentialsKey(config, { simulated: simulators !== undefined });
   // Only workers open credentials; an API process has no use for the key.
-  if (roles.worker) await checkStoredSecrets(database.orm.em.fork(), key, logger);
-  if (roles.worker) await upgradeSealedCredentials(database.orm.em.fork(), key, logger);
+  if (roles.worker) await checkStoredSecrets(workerOrm.em.fork(), key, logger);
+  if (roles.worker) await upgradeSealedCredentials(workerOrm.em.fork(), key, logger);
   let workerPart: WorkerPart | null = null;
+  const probe = openDatabaseProbe(database.url);
+  started(() => probe.close());
   const outage = watchDatabase({
-    probe: () => ping(database.orm.em.fork()),
+    probe: probe.probe,
     logger,
     roles,
     onDown: () => workerPart?.workers.pause(),
     onUp: () => workerPart?.workers.resume(),
   });
   started(async () => outage.stop());
-  const boss = await startBoss(database.url, logger, { worker: roles.worker, schema: config.HERALD_QUEUE_SCHEMA, outage });
+  const boss = await startBoss(database.url, logger, {
+    worker: roles.worker,
+    schema: config.HERALD_QUEUE_SCHEMA,
+    outage,
+    bounds: roles.worker ? bounds.worker : bounds.api,
+  });
   started(() => boss.stop({ graceful: false }));
   const webhooks = createWebhookOutbox(webhookEnqueuer(boss));
   if (roles.worker) {
-    workerPart = await startWorkerPart(config, logger, { database, boss, key, endpoints, outage, webhooks });
+    workerPart = await startWorkerPart(config, logger, { database, orm: workerOrm, bounds, boss, key, endpoints, outage, webhooks });
     const { workers, close } = workerPart;
     started(async () => {
       await workers.stop();
@@ -149,7 +161,7 @@ async function startOn(
   let server = listeners.health;
   let apiPart: ApiPart | null = null;
   if (roles.api) {
-    apiPart = await startApiPart(config, logger, { database, boss, outage, webhooks });
+    apiPart = await startApiPart(config, logger, { database, bounds, boss, outage, webhooks, readiness: probe.probe });
     server = apiPart.server;
   }
   const stop = async (graceMs: number): Promise<StopResult> => {
@@ -167,13 +179,15 @@ async function startOn(
     await workerPart?.close();
     await apiPart?.close();
     if (roles.worker) observeQueues(null);
+    await probe.close();
+    if (workerOrm !== database.orm) await closeOrm(workerOrm);
     await database.close();
     return { released };
   };
   return { database, boss, server, metricsServer: listeners.metrics, credentialsKey: key, stop };
 }
 
-type Shared = { database: Database; boss: PgBoss; outage: OutageWatch; webhooks: WebhookOutbox };
+type Shared = { database: Database; bounds: RoleBounds; boss: PgBoss; outage: OutageWatch; webhooks: WebhookOutbox };
 type WorkerPart = { workers: Workers; close(): Promise<void> };
 type ApiPart = { server: Server; close(): Promise<void> };
 
@@ -181,16 +195,17 @@ type ApiPart = { server: Server; close(): Promise<void> };
 async function startWorkerPart(
   config: Config,
   logger: Logger,
-  shared: Shared & { key: Buffer | null; endpoints: ProviderEndpoints },
+  shared: Shared & { orm: Orm; key: Buffer | null; endpoints: ProviderEndpoints },
 ): Promise<WorkerPart> {
-  const { database, boss, key, endpoints, outage, webhooks } = shared;
+  const { orm, bounds, boss, key, endpoints, outage, webhooks } = shared;
   const clients = createProviderClients({ key, endpoints, logger });
   const webhookSender = createWebhookSender({
     allowPrivate: config.HERALD_WEBHOOK_ALLOW_PRIVATE,
     timeoutMs: config.HERALD_WEBHOOK_TIMEOUT_SECONDS * 1000,
   });
   const workers = await startWorkers({
-    orm: database.orm,
+    orm,
+    bounds: bounds.worker,
     boss,
     clients,
     logger,
@@ -210,7 +225,7 @@ async function startWorkerPart(
       windowSeconds: config.HERALD_WEBHOOK_RETRY_WINDOW_SECONDS,
     },
   });
-  await startMaintenance(boss, database.orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
+  await startMaintenance(boss, orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
   // The queue's depth is the same for every process: the workers report it (they keep its counts fresh).
   observeQueues(() => queueDepths(boss));
   return {
@@ -251,10 +266,10 @@ async function startOperationsListeners(
 }
 
 /** The HTTP API, with the send limiter and the sends' pool it alone uses. */
-async function startApiPart(config: Config, logger: Logger, shared: Shared): Promise<ApiPart> {
-  const { database, boss, outage, webhooks } = shared;
-  const sendLimiter = openSendLimiter(database.url, 4);
-  const sendPool = openPipelinedPool(database.url, sendPoolMax);
+async function startApiPart(config: Config, logger: Logger, shared: Shared & { readiness: () => Promise<void> }): Promise<ApiPart> {
+  const { database, bounds, boss, outage, webhooks, readiness } = shared;
+  const sendLimiter = openSendLimiter(database.url, 4, bounds.api);
+  const sendPool = openPipelinedPool(database.url, sendPoolMax, bounds.api);
   const app = createApp({
     orm: database.orm,
     sends: sendPool,
@@ -266,6 +281,7 @@ async function startApiPart(config: Config, logger: Logger, shared: Shared): Pro
     validateResponses: config.HERALD_VALIDATE_RESPONSES,
     sendLimiter,
     outage,
+    readiness,
     defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
     tokenCacheMs,
   });

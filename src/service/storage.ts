@@ -7,6 +7,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from '../db/embedded.ts';
+import { clientGraceMs, migrationBounds, type DatabaseBounds } from '../db/bounds.ts';
 import { migrate, openOrm, type Orm } from '../db/orm.ts';
 import type { Logger } from '../logging/logger.ts';
 import { credentialsKey } from '../domain/credentials.ts';
@@ -28,6 +29,33 @@ export function resolveCredentialsKey(config: Config, options: { simulated?: boo
 }
 
 export type Database = { orm: Orm; url: string; close(): Promise<void> };
+
+export type RoleBounds = { api: DatabaseBounds; worker: DatabaseBounds };
+
+/**
+ * The bounds of each role's database calls (db/bounds.ts). A transaction may sit idle only as long
+ * as what it waits on between two statements: the API's, a statement of another pool (a send's
+ * quota); a worker's, a provider's answer (a chunk is pushed inside its transaction).
+ */
+export function roleBounds(config: Config): RoleBounds {
+  const connectMs = config.HERALD_DB_CONNECT_TIMEOUT_SECONDS * 1000;
+  const statementMs = config.HERALD_DB_STATEMENT_TIMEOUT_SECONDS * 1000;
+  const workerStatementMs = config.HERALD_DB_WORKER_STATEMENT_TIMEOUT_SECONDS * 1000;
+  return {
+    api: {
+      connectMs,
+      statementMs,
+      lockMs: config.HERALD_DB_LOCK_TIMEOUT_SECONDS * 1000,
+      idleInTransactionMs: connectMs + statementMs + clientGraceMs + 1000,
+    },
+    worker: {
+      connectMs,
+      statementMs: workerStatementMs,
+      lockMs: 0,
+      idleInTransactionMs: config.HERALD_PROVIDER_DEADLINE_SECONDS * 1000 + workerStatementMs,
+    },
+  };
+}
 
 /** How long closing the database waits for connections still held by jobs cut short. */
 const closeWaitMs = 1000;
@@ -56,8 +84,20 @@ function namingDatabaseUrl(error: unknown, databaseUrl: string): Error {
   });
 }
 
-/** Opens the configured database, or the embedded one when DATABASE_URL is unset, migrated. */
-export async function openDatabase(config: Config, logger: Logger): Promise<Database> {
+/**
+ * A job cut short by the grace period may still hold a connection (a chunk's transaction waits for
+ * its provider's answer): its pushes are handed back, and the connection dies with the process (or
+ * the embedded server), rolling it back. So closing waits for it only briefly.
+ */
+export async function closeOrm(orm: Orm): Promise<void> {
+  await Promise.race([orm.close(), sleep(closeWaitMs, undefined, { ref: false })]);
+}
+
+/**
+ * Opens the configured database, or the embedded one when DATABASE_URL is unset, migrated; its ORM
+ * with these bounds. Migrations run on an ORM of their own, without a statement bound.
+ */
+export async function openDatabase(config: Config, logger: Logger, bounds: DatabaseBounds): Promise<Database> {
   const embedded = config.DATABASE_URL
     ? null
     : await startEmbeddedPostgres({
@@ -67,19 +107,22 @@ export async function openDatabase(config: Config, logger: Logger): Promise<Data
       });
   const url = config.DATABASE_URL ?? embedded!.url;
   try {
-    const orm = await openOrm(url, config.HERALD_DB_POOL_MAX);
-    await migrate(orm).catch(async (error: unknown) => {
-      await orm.close();
-      throw config.DATABASE_URL && isConnectionFailure(error) ? namingDatabaseUrl(error, config.DATABASE_URL) : error;
-    });
+    const migrating = await openOrm(url, 1, migrationBounds);
+    try {
+      await migrate(migrating);
+    } catch (error) {
+      // A failure to connect comes wrapped (db/unavailable.ts ConnectionFailed): the driver's own is its cause.
+      const failure = (error as { failedWhile?: unknown }).failedWhile === 'connecting' ? (error as { cause?: unknown }).cause : error;
+      throw config.DATABASE_URL && isConnectionFailure(failure) ? namingDatabaseUrl(failure, config.DATABASE_URL) : error;
+    } finally {
+      await migrating.close();
+    }
+    const orm = await openOrm(url, config.HERALD_DB_POOL_MAX, bounds);
     return {
       orm,
       url,
       close: async () => {
-        // A job cut short by the grace period may still hold a connection (a chunk's transaction
-        // waits for its provider's answer): its pushes are handed back, and the connection dies with
-        // the process (or the embedded server), rolling it back. So closing waits for it only briefly.
-        await Promise.race([orm.close(), sleep(closeWaitMs, undefined, { ref: false })]);
+        await closeOrm(orm);
         await embedded?.stop();
       },
     };

@@ -4,11 +4,12 @@
 // worker sweeps once a second for leases whose holder's lock is gone and hands those jobs back,
 // so another worker retries them within a few seconds.
 import { randomInt } from 'node:crypto';
-import pg from 'pg';
 import type { PgBoss } from 'pg-boss';
+import { clientSideBounds, defaultBounds, type DatabaseBounds } from '../db/bounds.ts';
 import { openStatementPool } from '../db/pools.ts';
+import { PreparingClient } from '../db/preparing-client.ts';
 import { compiled } from '../db/sql/execute.ts';
-import { dropLeases, holdersWithoutLock, releaseLeases, takeHolderLock, takeLeases, type TakenLease } from '../db/sql/leases.ts';
+import { dropLeases, holdersWithoutLock, releaseLeases, takeLeases, tryHolderLock, type TakenLease } from '../db/sql/leases.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import type { Logger } from '../logging/logger.ts';
 
@@ -38,14 +39,17 @@ const missingForMs = 2000;
 /**
  * The holder's advisory lock, on a session that lives as long as the process: `hold` takes it when
  * no session holds it (at the start, and again after the session was cut), `end` lets it go.
+ * Opening the session and taking the lock are bounded on the client's side only: a server-side
+ * bound (a statement or idle timeout) that ended the session would release the lock while this
+ * process still pushes its jobs, and the other workers would hand them back to be pushed again.
  */
-function holderLock(url: string, holder: number, logger: Logger): { hold(): Promise<void>; end(): Promise<void> } {
-  let lock: pg.Client | null = null;
+function holderLock(url: string, holder: number, bounds: DatabaseBounds, logger: Logger): { hold(): Promise<void>; end(): Promise<void> } {
+  let lock: PreparingClient | null = null;
   let ended = false;
   return {
     async hold() {
       if (ended || lock) return;
-      const client = new pg.Client({ connectionString: url });
+      const client = new PreparingClient({ connectionString: url, ...clientSideBounds(bounds) });
       // A cut session ends, and the next hold takes the lock again; its error has no one to tell.
       client.on('error', () => undefined);
       client.on('end', () => {
@@ -53,15 +57,20 @@ function holderLock(url: string, holder: number, logger: Logger): { hold(): Prom
       });
       try {
         await client.connect();
-        const lockStatement = compiled(takeHolderLock(lockNamespace, holder));
-        await client.query(lockStatement.text, lockStatement.values);
-        lock = client;
+        const lockStatement = compiled(tryHolderLock(lockNamespace, holder));
+        const { rows } = await client.query<{ taken: boolean }>(lockStatement.text, lockStatement.values);
+        if (rows[0].taken) {
+          lock = client;
+          return;
+        }
+        // A session of this holder cut on the client's side still holds it on the server's: it
+        // still protects this process's leases until the server ends it.
       } catch (error) {
         // Without the lock the others would take this process for dead. An outage is the watch's to say.
         if (!ended && !isDatabaseUnavailable(error)) logger.error({ err: error, holder }, 'job lease lock not taken; the next sweep tries again');
-        // The session failed already; how its end goes changes nothing.
-        await client.end().catch(() => undefined);
       }
+      // Not taken: the session has nothing to hold, and how its end goes changes nothing.
+      await client.end().catch(() => undefined);
     },
     async end() {
       ended = true;
@@ -88,11 +97,18 @@ async function handBack(boss: PgBoss, leases: TakenLease[], reason: string): Pro
   return handedBack;
 }
 
-export async function startLeases(options: { url: string; boss: PgBoss; queueSchema: string; logger: Logger }): Promise<Leases> {
+export async function startLeases(options: {
+  url: string;
+  boss: PgBoss;
+  queueSchema: string;
+  logger: Logger;
+  /** The workers' database bounds (db/bounds.ts). */
+  bounds?: DatabaseBounds;
+}): Promise<Leases> {
   const { boss, logger, queueSchema } = options;
   const holder = randomInt(1, 2 ** 31 - 1);
-  const { db, close } = openStatementPool(options.url, 2);
-  const lock = holderLock(options.url, holder, logger);
+  const { db, close } = openStatementPool(options.url, 2, options.bounds);
+  const lock = holderLock(options.url, holder, options.bounds ?? defaultBounds, logger);
   await lock.hold();
 
   const missingSince = new Map<number, number>();

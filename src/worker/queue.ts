@@ -2,6 +2,7 @@
 // commit in one transaction. Queues notify on insert (LISTEN/NOTIFY), so an idle worker wakes at
 // once instead of at its next poll.
 import { fromKysely, PgBoss, type Queue } from 'pg-boss';
+import { boundedConnections, defaultBounds, type DatabaseBounds } from '../db/bounds.ts';
 import type { OutageWatch } from '../db/outage.ts';
 import { PreparingClient } from '../db/preparing-client.ts';
 import type { FanoutQueue } from '../domain/notifications.ts';
@@ -34,12 +35,21 @@ function withGenericPlans(connectionString: string): string {
 export async function startBoss(
   connectionString: string,
   logger: Logger,
-  options: { worker: boolean; schema: string; outage?: OutageWatch },
+  options: {
+    worker: boolean;
+    schema: string;
+    outage?: OutageWatch;
+    /**
+     * Its pool's (db/bounds.ts): the workers' where it fetches jobs and maintains its tables; the
+     * API's in a process that only serves the API, where a send may look its queue up on it.
+     */
+    bounds?: DatabaseBounds;
+  },
 ): Promise<PgBoss> {
-  // pg passes `Client` on to its pool; pg-boss's options do not name it.
-  const poolClient = { Client: PreparingClient };
+  // pg-boss passes what its options do not name on to its pg pool: `Client`, and the bounds.
+  const poolOptions = { Client: PreparingClient, ...boundedConnections(options.bounds ?? defaultBounds) };
   const boss = new PgBoss({
-    ...poolClient,
+    ...poolOptions,
     connectionString: withGenericPlans(connectionString),
     schema: options.schema,
     max: options.worker ? 10 : 3,

@@ -4,6 +4,7 @@
 // the wake-ups pg-boss does not make (wakeups.ts), fairness (fairShare below), and the pause
 // during a database outage (pause and resume below).
 import type { JobWithMetadata, PgBoss, WorkOptions } from 'pg-boss';
+import type { DatabaseBounds } from '../db/bounds.ts';
 import type { Orm } from '../db/orm.ts';
 import type { OutageWatch } from '../db/outage.ts';
 import { LaneGate } from './lane-gate.ts';
@@ -20,7 +21,10 @@ import { fetchAgainAtOnce, wakeIdleWorkerEvery } from './wakeups.ts';
 import { failWebhook, runWebhook, type WebhookContext } from './webhooks.ts';
 
 export type WorkerOptions = {
+  /** The workers' units of work, on a pool with the workers' bounds. */
   orm: Orm;
+  /** The workers' database bounds (db/bounds.ts), for the job leases (default: defaultBounds). */
+  bounds?: DatabaseBounds;
   boss: PgBoss;
   clients: ProviderClients;
   logger: Logger;
@@ -181,7 +185,7 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const stopWaking = wakeIdleWorkerEvery(boss, queues.scheduledFanout, dueJobWakeMs);
   // Which job this process runs is leased (leases.ts): if the process dies, the others hand its
   // jobs back within seconds instead of after pg-boss's heartbeat.
-  const leases = await startLeases({ url, boss, queueSchema: options.queueSchema, logger });
+  const leases = await startLeases({ url, boss, queueSchema: options.queueSchema, logger, bounds: options.bounds });
   // Fanout and deliver jobs run in lanes (lane-gate.ts): normal ones wait at their start while a
   // high-priority one runs in this process. Webhook jobs are outside them.
   const laneQueues = new Set<string>([queues.fanout, queues.scheduledFanout, queues.deliver]);

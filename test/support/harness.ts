@@ -7,8 +7,8 @@ import { openPipelinedPool } from '../../src/db/pipelined-pool.ts';
 import { createApplication, createToken } from '../../src/domain/applications.ts';
 import type { SendPolicy } from '../../src/domain/rate-limits.ts';
 import { openSendLimiter } from '../../src/http/send-limiter.ts';
-import { watchDatabase } from '../../src/db/outage.ts';
-import { ping } from '../../src/db/sql/infrastructure.ts';
+import type { DatabaseBounds } from '../../src/db/bounds.ts';
+import { openDatabaseProbe, watchDatabase } from '../../src/db/outage.ts';
 import { fanoutQueue, startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
 import { createWebhookOutbox, type WebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { createApp } from '../../src/http/app.ts';
@@ -58,17 +58,20 @@ export async function startHarness(
     databaseUrl?: string;
     /** 0 by default: a revocation or a policy set by a test applies to its next request. */
     tokenCacheMs?: number;
+    /** The API's database bounds (default: db/bounds.ts defaultBounds). */
+    bounds?: DatabaseBounds;
   } = {},
 ): Promise<Harness> {
   const url = options.databaseUrl ?? databaseUrl();
   const logger = options.logger ?? createLogger('silent');
-  const orm = await openOrm(url, 5);
+  const orm = await openOrm(url, 5, options.bounds);
   await migrate(orm);
   const queueSchema = options.queueSchema ?? defaultQueueSchema;
-  const outage = watchDatabase({ probe: () => ping(orm.em.fork()), logger, roles: { api: true, worker: false } });
-  const boss = await startBoss(url, logger, { worker: false, schema: queueSchema, outage });
-  const sendLimiter = openSendLimiter(url, 2);
-  const sends = openPipelinedPool(url, 3);
+  const probe = openDatabaseProbe(url);
+  const outage = watchDatabase({ probe: probe.probe, logger, roles: { api: true, worker: false } });
+  const boss = await startBoss(url, logger, { worker: false, schema: queueSchema, outage, bounds: options.bounds });
+  const sendLimiter = openSendLimiter(url, 2, options.bounds);
+  const sends = openPipelinedPool(url, 3, options.bounds);
   const webhooks = createWebhookOutbox(webhookEnqueuer(boss), { cacheMs: 0 });
   const app = createApp({
     orm,
@@ -81,6 +84,7 @@ export async function startHarness(
     validateResponses: true,
     sendLimiter,
     outage,
+    readiness: probe.probe,
     defaultSendPolicy: options.sendPolicy ?? { quota: 100_000, windowSeconds: 60 },
     tokenCacheMs: options.tokenCacheMs ?? 0,
   });
@@ -103,6 +107,7 @@ export async function startHarness(
     async close() {
       await boss.stop({ graceful: false });
       outage.stop();
+      await probe.close();
       await sendLimiter.close();
       await sends.close();
       await orm.close();

@@ -320,7 +320,7 @@ export const health = <ThrowOnError extends boolean = false>(options?: Options<H
 /**
  * Readiness
  *
- * The process can serve requests, that is, the database answers.
+ * The process can serve requests, that is, the database answers. Answered within 2 s.
  */
 export const readiness = <ThrowOnError extends boolean = false>(options?: Options<ReadinessData, ThrowOnError>): RequestResult<ReadinessResponses, ReadinessErrors, ThrowOnError> => (options?.client ?? client).get<ReadinessResponses, ReadinessErrors, ThrowOnError>({ url: '/readyz', ...options });
 

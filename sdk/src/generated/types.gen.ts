@@ -990,8 +990,9 @@ export type ListInstallationsErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1042,8 +1043,9 @@ export type DeleteInstallationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1094,8 +1096,9 @@ export type GetInstallationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1154,8 +1157,9 @@ export type UpdateInstallationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1210,8 +1214,9 @@ export type RegisterInstallationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1272,8 +1277,9 @@ export type ListNotificationsErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1355,8 +1361,9 @@ export type SendNotificationErrors = {
      */
     429: Error;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1409,8 +1416,9 @@ export type GetNotificationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1465,8 +1473,9 @@ export type CancelNotificationErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1547,8 +1556,9 @@ export type ListDeliveriesErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1599,8 +1609,9 @@ export type GetNotificationBreakdownErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1663,8 +1674,9 @@ export type ReportEventErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1706,8 +1718,9 @@ export type ListWebhooksErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1773,8 +1786,9 @@ export type ListWebhookDeliveriesErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1808,8 +1822,9 @@ export type GetAppErrors = {
      */
     422: ValidationError;
     /**
-     * The database cannot be reached. Nothing was done; retry after `Retry-After` seconds. (A
-     * token is never refused because the database is down.)
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
      *
      */
     503: Error;
@@ -1864,7 +1879,7 @@ export type ReadinessErrors = {
      */
     422: ValidationError;
     /**
-     * Not ready; the database is unreachable.
+     * Not ready; the database is unreachable, or did not answer within 2 s.
      */
     503: HealthStatus;
 };

@@ -5,7 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Config } from '../../service/config.ts';
 import { findApplication } from '../../domain/applications.ts';
 import type { Logger } from '../../logging/logger.ts';
-import { openDatabase, resolveCredentialsKey } from '../../service/storage.ts';
+import { openDatabase, resolveCredentialsKey, roleBounds } from '../../service/storage.ts';
 
 /** Where a command prints its results and reads its input: the process's streams, or a test's. */
 export type CommandIo = { out: (line?: string) => void; stdin: Readable };
@@ -20,9 +20,12 @@ export async function requireApplication(em: EntityManager, id: string): Promise
   if (!(await findApplication(em, id))) throw new Error(`No application ${id}.`);
 }
 
-/** Runs an admin command against the database, then closes everything it opened. */
+/**
+ * Runs an admin command against the database, then closes everything it opened. Bounded as a
+ * worker's calls: a command may rewrite every credential in one transaction.
+ */
 export async function withDatabase<T>(config: Config, logger: Logger, work: (em: EntityManager) => Promise<T>): Promise<T> {
-  const database = await openDatabase(config, logger);
+  const database = await openDatabase(config, logger, roleBounds(config).worker);
   try {
     return await work(database.orm.em.fork());
   } finally {

@@ -3,8 +3,12 @@ import { sql } from 'kysely';
 import { arrayLiteral } from '../array-literal.ts';
 import { type Db, rows, run } from './execute.ts';
 
-/** Session-level: held as long as the holder's dedicated connection lives. */
-export const takeHolderLock = (namespace: number, holder: number) => sql`select pg_advisory_lock(${namespace}, ${holder})`;
+/**
+ * Session-level: held as long as the holder's dedicated connection lives. Tried, not waited for: a
+ * session of this holder that was cut on the client's side may still hold it on the server's, and
+ * then still protects its leases; the next sweep tries again.
+ */
+export const tryHolderLock = (namespace: number, holder: number) => sql<{ taken: boolean }>`select pg_try_advisory_lock(${namespace}, ${holder}) as taken`;
 
 /** Leases a worker's fetch (one job, or a batch of scheduled fanouts) in one statement. */
 export async function takeLeases(db: Db, lease: { jobIds: string[]; queueSchema: string; queue: string; holder: number }): Promise<void> {

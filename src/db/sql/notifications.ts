@@ -239,11 +239,6 @@ export async function markCancelled(
   return found && { status: found.status, fanoutDeferred: false };
 }
 
-/** For the rest of the caller's transaction, a lock not granted within `ms` fails the statement (55P03). */
-export async function limitLockWait(db: Db, ms: number): Promise<void> {
-  await run(db, sql`select set_config('lock_timeout', ${`${ms}ms`}, true)`);
-}
-
 /**
  * A notification's pushes and its cancel exclude each other through a transaction-scoped advisory
  * lock on the notification (two keys: this namespace, and a hash of its id; two notifications
