@@ -98,10 +98,10 @@ export function apnsPayload(content: PushContent, ids: PushIds): JsonObject {
 export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
   const { title, body, image_url: imageUrl, action_url: actionUrl } = content.notification;
   const options = content.options ?? {};
-  const data: Record<string, string> = {};
-  for (const [key, value] of Object.entries(content.data ?? {})) {
-    data[key] = typeof value === 'string' ? value : JSON.stringify(value);
-  }
+  // Built as entries, not assigned key by key: an assignment to `__proto__` sets the prototype and drops the key.
+  const data: Record<string, string> = Object.fromEntries(
+    Object.entries(content.data ?? {}).map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)]),
+  );
   Object.assign(
     data,
     compact({
@@ -301,11 +301,16 @@ function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Overrides win; nested objects merge, everything else is replaced. */
+/**
+ * Overrides win; nested objects merge, everything else is replaced. Keys are read and written as
+ * own properties, so one named `__proto__` is a key like any other, not the prototype.
+ */
 export function deepMerge(base: JsonObject, override: JsonObject): JsonObject {
   const merged: JsonObject = { ...base };
   for (const [key, value] of Object.entries(override)) {
-    merged[key] = isObject(value) && isObject(merged[key]) ? deepMerge(merged[key], value) : value;
+    const current = Object.hasOwn(merged, key) ? merged[key] : undefined;
+    const next = isObject(value) && isObject(current) ? deepMerge(current, value) : value;
+    Object.defineProperty(merged, key, { value: next, enumerable: true, writable: true, configurable: true });
   }
   return merged;
 }
