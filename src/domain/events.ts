@@ -68,10 +68,8 @@ async function record(
     firstSeen[request.type],
   );
   if (reported.delivery === 'unknown') throw notFound();
-  if (reported.delivery === 'skipped') {
-    const message = neverSentMessage(reported.reason);
-    throw conflict(message, { delivery_id: [message] });
-  }
+  // A message only: the interface spec gives the event endpoint's extra error no field errors.
+  if (reported.delivery === 'skipped') throw conflict(neverSentMessage(reported.reason));
   if (reported.inserted) {
     const event = eventView(reported.inserted);
     await announce?.(event, reported.notificationId, reported.userId);

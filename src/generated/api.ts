@@ -35,19 +35,14 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path: {
-                /**
-                 * @description The client-generated, stable identifier of the installation.
-                 * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
-                 */
-                installationId: components["parameters"]["InstallationId"];
-            };
+            path?: never;
             cookie?: never;
         };
         /**
          * Get an installation
          * @description Returns an installation of the authenticated application. Another application's
-         *     installation is 404, never 403.
+         *     installation is 404, never 403, and so is an id no installation can have (1.2.0: one
+         *     over 255 characters is 404, not 422).
          */
         get: operations["getInstallation"];
         /**
@@ -65,7 +60,8 @@ export interface paths {
         /**
          * Delete an installation
          * @description Removes the installation: later sends skip it, and reading, updating or deleting it
-         *     again gives 404. Registering it again creates a new one (201).
+         *     again gives 404. Registering it again creates a new one (201). An id no installation
+         *     can have (over 255 characters) is 404 (1.2.0; was 422).
          */
         delete: operations["deleteInstallation"];
         options?: never;
@@ -361,7 +357,10 @@ export interface paths {
          *     abilities, the send rate limit in force, and for each platform whether provider
          *     credentials are configured and how the provider last answered them. Any valid token
          *     may read it (no ability needed): an integration can check what its token allows and
-         *     whether pushes can go out before it sends.
+         *     whether pushes can go out before it sends. (1.2.0) Each token sees what concerns its
+         *     abilities: `send_policy` only with `notifications:send`, `credentials` only with
+         *     `notifications:send` or `notifications:read`; a mobile app's token (which can be
+         *     extracted from the app) sees its application and its own abilities only.
          */
         get: operations["getApp"];
         put?: never;
@@ -789,6 +788,11 @@ export interface components {
             /** @description Human-readable summary. */
             message: string;
             errors?: components["schemas"]["FieldErrors"];
+        };
+        /** @description An error answer with a message and nothing else. */
+        MessageOnlyError: {
+            /** @description Human-readable summary. */
+            message: string;
         };
         /**
          * @description Field path (`recipients.user_ids`, `notification.title`, `Idempotency-Key`...) to its
@@ -1504,13 +1508,20 @@ export interface components {
                 name: string;
                 abilities: components["schemas"]["Ability"][];
             };
-            /** @description The send rate limit in force for this application (fixed window). */
-            send_policy: {
+            /**
+             * @description The send rate limit in force for this application (fixed window). (1.2.0) Present
+             *     only for a token with `notifications:send`.
+             */
+            send_policy?: {
                 /** @description Sends accepted per window. */
                 quota: number;
                 window_seconds: number;
             };
-            credentials: {
+            /**
+             * @description Each platform's provider credentials as the workers last found them. (1.2.0)
+             *     Present only for a token with `notifications:send` or `notifications:read`.
+             */
+            credentials?: {
                 ios: components["schemas"]["ProviderStatus"];
                 android: components["schemas"]["ProviderStatus"];
             };
@@ -1520,7 +1531,10 @@ export interface components {
         };
     };
     responses: {
-        /** @description The body is not valid JSON, or the path cannot be percent-decoded. */
+        /**
+         * @description The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+         *     says so), or the path cannot be percent-decoded.
+         */
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1597,7 +1611,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body is not `application/json`. */
+        /**
+         * @description The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+         *     of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+         */
         UnsupportedMediaType: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1622,7 +1639,7 @@ export interface components {
                 "application/json": components["schemas"]["ValidationError"];
             };
         };
-        /** @description A path parameter breaks its constraints (too long, or not a UUID). */
+        /** @description A path parameter breaks its constraints (an id that is not a UUID), or a query parameter is not taken. */
         InvalidPathParameter: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1631,10 +1648,10 @@ export interface components {
             content: {
                 /**
                  * @example {
-                 *       "message": "The installationId field must not be longer than 255 characters.",
+                 *       "message": "The notificationId field must be a UUID written as 8-4-4-4-12 hexadecimal digits, with no prefix.",
                  *       "errors": {
-                 *         "installationId": [
-                 *           "The installationId field must not be longer than 255 characters."
+                 *         "notificationId": [
+                 *           "The notificationId field must be a UUID written as 8-4-4-4-12 hexadecimal digits, with no prefix."
                  *         ]
                  *       }
                  *     }
@@ -1642,7 +1659,10 @@ export interface components {
                 "application/json": components["schemas"]["ValidationError"];
             };
         };
-        /** @description The body is not valid JSON. Takes nothing from the send quota, and announces it. */
+        /**
+         * @description The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+         *     says so). Takes nothing from the send quota, and announces it.
+         */
         SendBadRequest: {
             headers: {
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1676,7 +1696,11 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body is not `application/json`. Takes nothing from the send quota, and announces it. */
+        /**
+         * @description The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+         *     of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+         *     Takes nothing from the send quota, and announces it.
+         */
         SendUnsupportedMediaType: {
             headers: {
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1757,6 +1781,12 @@ export interface components {
          * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
          */
         InstallationId: string;
+        /**
+         * @description The client-generated identifier of the installation to read or delete. Any text: an id
+         *     no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
+         * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
+         */
+        InstallationIdLookup: string;
         /**
          * @description The notification's `id`.
          * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
@@ -1908,10 +1938,11 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description The client-generated, stable identifier of the installation.
+                 * @description The client-generated identifier of the installation to read or delete. Any text: an id
+                 *     no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
                  * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
                  */
-                installationId: components["parameters"]["InstallationId"];
+                installationId: components["parameters"]["InstallationIdLookup"];
             };
             cookie?: never;
         };
@@ -1931,7 +1962,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            422: components["responses"]["InvalidPathParameter"];
+            422: components["responses"]["UnknownParameter"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1989,10 +2020,11 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description The client-generated, stable identifier of the installation.
+                 * @description The client-generated identifier of the installation to read or delete. Any text: an id
+                 *     no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
                  * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
                  */
-                installationId: components["parameters"]["InstallationId"];
+                installationId: components["parameters"]["InstallationIdLookup"];
             };
             cookie?: never;
         };
@@ -2010,7 +2042,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            422: components["responses"]["InvalidPathParameter"];
+            422: components["responses"]["UnknownParameter"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -2487,9 +2519,10 @@ export interface operations {
                 };
             };
             /**
-             * @description The delivery was skipped, so never sent (`errors.delivery_id`, naming the reason it
-             *     was skipped), or this `event_id` was already recorded with different content (message
-             *     only). Nothing is recorded.
+             * @description The delivery was skipped, so never sent (the message names the reason it was
+             *     skipped), or this `event_id` was already recorded with different content. A message
+             *     only, as the interface spec has this error (1.2.0: the first no longer carries
+             *     `errors`). Nothing is recorded.
              */
             409: {
                 headers: {
@@ -2497,7 +2530,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["MessageOnlyError"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];

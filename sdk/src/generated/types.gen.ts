@@ -18,6 +18,16 @@ export type Error = {
 };
 
 /**
+ * An error answer with a message and nothing else.
+ */
+export type MessageOnlyError = {
+    /**
+     * Human-readable summary.
+     */
+    message: string;
+};
+
+/**
  * Field path (`recipients.user_ids`, `notification.title`, `Idempotency-Key`...) to its
  * messages. Present on validation failures.
  *
@@ -871,16 +881,23 @@ export type Application = {
         abilities: Array<Ability>;
     };
     /**
-     * The send rate limit in force for this application (fixed window).
+     * The send rate limit in force for this application (fixed window). (1.2.0) Present
+     * only for a token with `notifications:send`.
+     *
      */
-    send_policy: {
+    send_policy?: {
         /**
          * Sends accepted per window.
          */
         quota: number;
         window_seconds: number;
     };
-    credentials: {
+    /**
+     * Each platform's provider credentials as the workers last found them. (1.2.0)
+     * Present only for a token with `notifications:send` or `notifications:read`.
+     *
+     */
+    credentials?: {
         ios: ProviderStatus;
         android: ProviderStatus;
     };
@@ -894,6 +911,13 @@ export type ApplicationEnvelope = {
  * The client-generated, stable identifier of the installation.
  */
 export type InstallationId = string;
+
+/**
+ * The client-generated identifier of the installation to read or delete. Any text: an id
+ * no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
+ *
+ */
+export type InstallationIdLookup = string;
 
 /**
  * The notification's `id`.
@@ -970,7 +994,9 @@ export type ListInstallationsData = {
 
 export type ListInstallationsErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1008,7 +1034,9 @@ export type DeleteInstallationData = {
     body?: never;
     path: {
         /**
-         * The client-generated, stable identifier of the installation.
+         * The client-generated identifier of the installation to read or delete. Any text: an id
+         * no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
+         *
          */
         installationId: string;
     };
@@ -1018,7 +1046,9 @@ export type DeleteInstallationData = {
 
 export type DeleteInstallationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1034,7 +1064,7 @@ export type DeleteInstallationErrors = {
      */
     404: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A query parameter this operation does not take.
      */
     422: ValidationError;
     /**
@@ -1060,7 +1090,9 @@ export type GetInstallationData = {
     body?: never;
     path: {
         /**
-         * The client-generated, stable identifier of the installation.
+         * The client-generated identifier of the installation to read or delete. Any text: an id
+         * no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
+         *
          */
         installationId: string;
     };
@@ -1070,7 +1102,9 @@ export type GetInstallationData = {
 
 export type GetInstallationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1086,7 +1120,7 @@ export type GetInstallationErrors = {
      */
     404: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A query parameter this operation does not take.
      */
     422: ValidationError;
     /**
@@ -1122,7 +1156,9 @@ export type UpdateInstallationData = {
 
 export type UpdateInstallationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1142,7 +1178,9 @@ export type UpdateInstallationErrors = {
      */
     413: Error;
     /**
-     * The request body is not `application/json`.
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     *
      */
     415: Error;
     /**
@@ -1182,7 +1220,9 @@ export type RegisterInstallationData = {
 
 export type RegisterInstallationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1198,7 +1238,9 @@ export type RegisterInstallationErrors = {
      */
     413: Error;
     /**
-     * The request body is not `application/json`.
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     *
      */
     415: Error;
     /**
@@ -1252,7 +1294,9 @@ export type ListNotificationsData = {
 
 export type ListNotificationsErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1306,7 +1350,9 @@ export type SendNotificationData = {
 
 export type SendNotificationErrors = {
     /**
-     * The body is not valid JSON. Takes nothing from the send quota, and announces it.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so). Takes nothing from the send quota, and announces it.
+     *
      */
     400: Error;
     /**
@@ -1330,7 +1376,10 @@ export type SendNotificationErrors = {
      */
     413: Error;
     /**
-     * The request body is not `application/json`. Takes nothing from the send quota, and announces it.
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     * Takes nothing from the send quota, and announces it.
+     *
      */
     415: Error;
     /**
@@ -1385,7 +1434,9 @@ export type GetNotificationData = {
 
 export type GetNotificationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1401,7 +1452,7 @@ export type GetNotificationErrors = {
      */
     404: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A path parameter breaks its constraints (an id that is not a UUID), or a query parameter is not taken.
      */
     422: ValidationError;
     /**
@@ -1437,7 +1488,9 @@ export type CancelNotificationData = {
 
 export type CancelNotificationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1457,7 +1510,7 @@ export type CancelNotificationErrors = {
      */
     409: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A path parameter breaks its constraints (an id that is not a UUID), or a query parameter is not taken.
      */
     422: ValidationError;
     /**
@@ -1523,7 +1576,9 @@ export type ListDeliveriesData = {
 
 export type ListDeliveriesErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1575,7 +1630,9 @@ export type GetNotificationBreakdownData = {
 
 export type GetNotificationBreakdownErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1591,7 +1648,7 @@ export type GetNotificationBreakdownErrors = {
      */
     404: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A path parameter breaks its constraints (an id that is not a UUID), or a query parameter is not taken.
      */
     422: ValidationError;
     /**
@@ -1622,7 +1679,9 @@ export type ReportEventData = {
 
 export type ReportEventErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1640,18 +1699,21 @@ export type ReportEventErrors = {
      */
     404: Error;
     /**
-     * The delivery was skipped, so never sent (`errors.delivery_id`, naming the reason it
-     * was skipped), or this `event_id` was already recorded with different content (message
-     * only). Nothing is recorded.
+     * The delivery was skipped, so never sent (the message names the reason it was
+     * skipped), or this `event_id` was already recorded with different content. A message
+     * only, as the interface spec has this error (1.2.0: the first no longer carries
+     * `errors`). Nothing is recorded.
      *
      */
-    409: Error;
+    409: MessageOnlyError;
     /**
      * The request body is larger than the server accepts.
      */
     413: Error;
     /**
-     * The request body is not `application/json`.
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     *
      */
     415: Error;
     /**
@@ -1749,7 +1811,9 @@ export type ListWebhookDeliveriesData = {
 
 export type ListWebhookDeliveriesErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
