@@ -494,7 +494,8 @@ export interface webhooks {
                      *             "title": "Your order has shipped",
                      *             "body": "Order 1042 is on its way and arrives on Thursday.",
                      *             "image_url": null,
-                     *             "action_url": "myshop://orders/1042"
+                     *             "action_url": "myshop://orders/1042",
+                     *             "localizations": {}
                      *           },
                      *           "data": {
                      *             "order_id": "1042"
@@ -524,6 +525,101 @@ export interface webhooks {
             };
             responses: {
                 /** @description Received. Any 2xx ends the delivery; the body is not read beyond its first 200 characters. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "notification.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A notification was cancelled
+         * @description (1.2.0) Sent when `POST /api/v1/notifications/{id}/cancel` ends a notification (status
+         *     `cancelled`), once its deliveries not yet pushed are `skipped` (`cancelled`), with its
+         *     statistics at that moment. A cancelled notification sends no `notification.completed`
+         *     (before 1.2.0 it did, with status `cancelled`). See `notification.completed` for what
+         *     every webhook request carries.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /**
+                     * @description `t=<unix seconds>,v1=<hex HMAC-SHA256>`: the HMAC, keyed with the endpoint's signing
+                     *     secret (the whole `whsec_…` string, as UTF-8), of the string `<t>.<raw body>`. `t` is when
+                     *     this attempt was signed: refuse a request whose `t` is more than 5 minutes from your
+                     *     clock (a replayed request). For 24 hours after `herald webhooks rotate-secret` (or as
+                     *     chosen), a second `v1` is signed with the previous secret; accept the request when any
+                     *     `v1` matches. Compare in constant time. The SDK's `verifyWebhook` does all of this.
+                     * @example t=1793613600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+                     */
+                    "Herald-Signature": components["parameters"]["HeraldSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a1c8-2a3b-7c4d-8e5f-6a7b8c9d0e1f",
+                     *       "type": "notification.cancelled",
+                     *       "created_at": "2026-11-02T10:00:05.120Z",
+                     *       "data": {
+                     *         "notification": {
+                     *           "id": "9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b",
+                     *           "status": "cancelled",
+                     *           "notification": {
+                     *             "title": "Sale starts now",
+                     *             "body": null,
+                     *             "image_url": null,
+                     *             "action_url": null,
+                     *             "localizations": {}
+                     *           },
+                     *           "data": {},
+                     *           "options": {
+                     *             "send_at": "2026-12-01T09:00:00+01:00"
+                     *           },
+                     *           "target_users": 1,
+                     *           "statistics": {
+                     *             "users": 0,
+                     *             "installations": 0,
+                     *             "accepted": 0,
+                     *             "received": 0,
+                     *             "displayed": 0,
+                     *             "opened": 0,
+                     *             "failed": 0,
+                     *             "skipped": 0
+                     *           },
+                     *           "created_at": "2026-11-02T10:00:00.000Z",
+                     *           "scheduled_for": "2026-12-01T08:00:00.000Z",
+                     *           "processing_started_at": null,
+                     *           "completed_at": "2026-11-02T10:00:05.119Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NotificationCancelledEvent"];
+                };
+            };
+            responses: {
+                /** @description Received. */
                 "2XX": {
                     headers: {
                         [name: string]: unknown;
@@ -592,6 +688,7 @@ export interface webhooks {
                      *           "attempts": 1,
                      *           "provider_message_id": null,
                      *           "truncation": null,
+                     *           "locale": null,
                      *           "created_at": "2026-11-02T10:00:00.052Z",
                      *           "last_attempt_at": "2026-11-02T10:00:00.060Z",
                      *           "completed_at": "2026-11-02T10:00:00.091Z",
@@ -1288,14 +1385,15 @@ export interface components {
         };
         /**
          * @description `notification.completed`: a notification's fanout ended (status `completed`, `partial` or
-         *     `failed`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
+         *     `failed`), with its statistics. `notification.cancelled` (1.2.0): a cancel ended a
+         *     notification (status `cancelled`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
          *     provider refused it, it expired, or the provider refused the credentials).
          *     `installation.invalidated`: a provider declared an installation's push identifier dead.
          *     `event.reported`: the app reported a delivery event that Herald recorded (201; not a
          *     replay of an `event_id`).
          * @enum {string}
          */
-        WebhookEventType: "notification.completed" | "delivery.failed" | "installation.invalidated" | "event.reported";
+        WebhookEventType: "notification.completed" | "notification.cancelled" | "delivery.failed" | "installation.invalidated" | "event.reported";
         /** @description The endpoint's last delivery attempt. */
         WebhookAttempt: {
             /** Format: date-time */
@@ -1417,6 +1515,24 @@ export interface components {
                 notification: components["schemas"]["Notification"];
             };
         };
+        /** @description (1.2.0) A cancel ended a notification; `data.notification` is the notification as `GET /api/v1/notifications/{id}` shows it at that moment, status `cancelled`. */
+        NotificationCancelledEvent: {
+            /**
+             * Format: uuid
+             * @description The event's id, the same in every attempt and for every endpoint; de-duplicate by it.
+             */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "notification.cancelled";
+            /** Format: date-time */
+            created_at: string;
+            data: {
+                notification: components["schemas"]["Notification"];
+            };
+        };
         /** @description A delivery ended `failed`; `data.delivery` is the delivery as the deliveries list shows it, with `reason`. */
         DeliveryFailedEvent: {
             /** Format: uuid */
@@ -1469,7 +1585,7 @@ export interface components {
             };
         };
         /** @description The body of every webhook request; `type` tells which. */
-        WebhookEvent: components["schemas"]["NotificationCompletedEvent"] | components["schemas"]["DeliveryFailedEvent"] | components["schemas"]["InstallationInvalidatedEvent"] | components["schemas"]["EventReportedEvent"];
+        WebhookEvent: components["schemas"]["NotificationCompletedEvent"] | components["schemas"]["NotificationCancelledEvent"] | components["schemas"]["DeliveryFailedEvent"] | components["schemas"]["InstallationInvalidatedEvent"] | components["schemas"]["EventReportedEvent"];
         /** @enum {string} */
         Ability: "installations:write" | "installations:read" | "installations:list" | "notifications:send" | "notifications:read" | "events:write" | "*";
         /** @description A platform's provider credentials, as the workers last found them. */
@@ -2861,11 +2977,12 @@ export const droppedFieldValues: ReadonlyArray<FlattenedDeepRequired<components>
 export const deliveryStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeliveryState"]> = ["pending", "accepted", "failed", "skipped"];
 export const eventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventType"]> = ["received", "displayed", "opened", "dismissed"];
 export const healthStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthStatus"]["status"]> = ["ok", "unavailable"];
-export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["notification.completed", "delivery.failed", "installation.invalidated", "event.reported"];
+export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["notification.completed", "notification.cancelled", "delivery.failed", "installation.invalidated", "event.reported"];
 export const webhookAttemptOutcomeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookAttempt"]["outcome"]> = ["succeeded", "failed"];
 export const webhookEndpointStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEndpoint"]["status"]> = ["enabled", "disabled"];
 export const webhookDeliveryStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookDeliveryState"]> = ["pending", "succeeded", "failed"];
 export const notificationCompletedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationCompletedEvent"]["type"]> = ["notification.completed"];
+export const notificationCancelledEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationCancelledEvent"]["type"]> = ["notification.cancelled"];
 export const deliveryFailedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeliveryFailedEvent"]["type"]> = ["delivery.failed"];
 export const installationInvalidatedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["InstallationInvalidatedEvent"]["type"]> = ["installation.invalidated"];
 export const eventReportedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventReportedEvent"]["type"]> = ["event.reported"];

@@ -4,7 +4,7 @@ export type ClientOptions = {
     baseUrl: `${string}://${string}` | (string & {});
 };
 
-export type Webhooks = PostNotificationCompletedWebhookRequest | PostDeliveryFailedWebhookRequest | PostInstallationInvalidatedWebhookRequest | PostEventReportedWebhookRequest;
+export type Webhooks = PostNotificationCompletedWebhookRequest | PostNotificationCancelledWebhookRequest | PostDeliveryFailedWebhookRequest | PostInstallationInvalidatedWebhookRequest | PostEventReportedWebhookRequest;
 
 /**
  * The body of every error answer.
@@ -632,14 +632,15 @@ export type HealthStatus = {
 
 /**
  * `notification.completed`: a notification's fanout ended (status `completed`, `partial` or
- * `failed`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
+ * `failed`), with its statistics. `notification.cancelled` (1.2.0): a cancel ended a
+ * notification (status `cancelled`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
  * provider refused it, it expired, or the provider refused the credentials).
  * `installation.invalidated`: a provider declared an installation's push identifier dead.
  * `event.reported`: the app reported a delivery event that Herald recorded (201; not a
  * replay of an `event_id`).
  *
  */
-export type WebhookEventType = 'notification.completed' | 'delivery.failed' | 'installation.invalidated' | 'event.reported';
+export type WebhookEventType = 'notification.completed' | 'notification.cancelled' | 'delivery.failed' | 'installation.invalidated' | 'event.reported';
 
 /**
  * The endpoint's last delivery attempt.
@@ -786,6 +787,21 @@ export type NotificationCompletedEvent = {
 };
 
 /**
+ * (1.2.0) A cancel ended a notification; `data.notification` is the notification as `GET /api/v1/notifications/{id}` shows it at that moment, status `cancelled`.
+ */
+export type NotificationCancelledEvent = {
+    /**
+     * The event's id, the same in every attempt and for every endpoint; de-duplicate by it.
+     */
+    id: string;
+    type: 'notification.cancelled';
+    created_at: string;
+    data: {
+        notification: Notification;
+    };
+};
+
+/**
  * A delivery ended `failed`; `data.delivery` is the delivery as the deliveries list shows it, with `reason`.
  */
 export type DeliveryFailedEvent = {
@@ -833,6 +849,8 @@ export type EventReportedEvent = {
 export type WebhookEvent = ({
     type: 'notification.completed';
 } & NotificationCompletedEvent) | ({
+    type: 'notification.cancelled';
+} & NotificationCancelledEvent) | ({
     type: 'delivery.failed';
 } & DeliveryFailedEvent) | ({
     type: 'installation.invalidated';
@@ -1972,6 +1990,15 @@ export type PostNotificationCompletedWebhookPayload = NotificationCompletedEvent
 export type PostNotificationCompletedWebhookRequest = {
     body: PostNotificationCompletedWebhookPayload;
     key: 'notification.completed';
+    path?: never;
+    query?: never;
+};
+
+export type PostNotificationCancelledWebhookPayload = NotificationCancelledEvent;
+
+export type PostNotificationCancelledWebhookRequest = {
+    body: PostNotificationCancelledWebhookPayload;
+    key: 'notification.cancelled';
     path?: never;
     query?: never;
 };
