@@ -125,6 +125,20 @@ export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
   });
 }
 
+/**
+ * The largest badge a push carries: FCM's `notification_count` is a 32-bit integer. The document
+ * bounds `options.badge` only below (as the interface spec does), so a larger one is accepted and
+ * pushed as this, on both platforms, and the delivery's truncation records it.
+ */
+export const maxBadge = 2_147_483_647;
+
+/** The content with its badge brought within maxBadge, and the badge pushed when that changed it. */
+function badgeInRange(content: PushContent): { content: PushContent; badge: number | null } {
+  const badge = content.options?.badge;
+  if (badge === undefined || badge <= maxBadge) return { content, badge: null };
+  return { content: { ...content, options: { ...content.options, badge: maxBadge } }, badge: maxBadge };
+}
+
 // Ids have a fixed length (UUIDs), so a sample measures exactly what a real push will weigh.
 const sampleIds: PushIds = {
   deliveryId: '00000000-0000-7000-8000-000000000000',
@@ -172,11 +186,13 @@ export function payloadBytes(content: PushContent, platform: Platform): number {
  * an emoji ZWJ sequence) and ends with "…"; a text cut to nothing is "…" alone, so the push still
  * shows an alert. Sizes are measured on the serialized payload, JSON escapes included. Content
  * that cannot fit even then (refused at send, see payloadProblems) is returned in that smallest form.
+ * A badge over maxBadge is pushed as maxBadge first, and recorded as part of the cut.
  */
-export function fitToPlatform(content: PushContent, platform: Platform): { content: PushContent; truncation: Truncation | null } {
+export function fitToPlatform(given: PushContent, platform: Platform): { content: PushContent; truncation: Truncation | null } {
+  const { content, badge } = badgeInRange(given);
   const limit = payloadLimits[platform];
   const fits = (candidate: PushContent) => payloadBytes(candidate, platform) <= limit;
-  if (fits(content)) return { content, truncation: null };
+  if (fits(content)) return { content, truncation: badge === null ? null : { title: null, body: null, dropped: [], badge } };
 
   const title = graphemes(content.notification.title);
   const body = graphemes(content.notification.body);
@@ -190,6 +206,7 @@ export function fitToPlatform(content: PushContent, platform: Platform): { conte
       title: titleKept === null ? null : codePoints(title, titleKept),
       body: bodyKept === null ? null : codePoints(body, bodyKept),
       dropped,
+      badge,
     };
     return { content: { ...content, notification }, truncation };
   };
@@ -270,7 +287,7 @@ export function payloadProblems(content: PushContent): Record<string, string[]> 
     const { title, body } = contentFor(content, tag).notification;
     const notification = { title: title ? ellipsis : title, body: body ? ellipsis : body, image_url: null, action_url: null };
     const shape = JSON.stringify(notification);
-    if (!smallest.has(shape)) smallest.set(shape, { tag, content: { ...content, notification } });
+    if (!smallest.has(shape)) smallest.set(shape, { tag, content: { ...badgeInRange(content).content, notification } });
   }
   for (const platform of ['ios', 'android'] as const) {
     const measured = [...smallest.values()].map(({ tag, content }) => ({ tag, bytes: payloadBytes(content, platform) }));

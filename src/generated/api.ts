@@ -1125,7 +1125,11 @@ export interface components {
             /** @description Later pushes with the same id replace earlier ones (apns-collapse-id, android collapse_key). */
             collapse_id?: string;
             sound?: string;
-            /** @description App icon badge (iOS). */
+            /**
+             * @description App icon badge (APNs `aps.badge`, FCM `notification_count`). Any integer from 0 is
+             *     accepted; (1.2.0) one over 2147483647 (the largest FCM's 32-bit field holds) is pushed
+             *     as 2147483647 on both platforms, and each delivery records it in `truncation.badge`.
+             */
             badge?: number;
             android_channel_id?: string;
             ios_category?: string;
@@ -1289,7 +1293,7 @@ export interface components {
              * @description How this platform's push was cut to fit the provider's 4096-byte limit; null when it
              *     is sent whole (and for skipped deliveries). The cut is the same for every delivery
              *     of a notification on one platform in one localization (`locale`), and is exactly
-             *     what the push carried.
+             *     what the push carried. (1.2.0) A badge brought within range is recorded here too.
              */
             truncation: {
                 /**
@@ -1304,6 +1308,12 @@ export interface components {
                  *     `…` could not fit with them; empty when nothing was left out.
                  */
                 dropped: components["schemas"]["DroppedField"][];
+                /**
+                 * @description (1.2.0) The badge pushed when `options.badge` was over 2147483647, the largest
+                 *     FCM's 32-bit `notification_count` holds: 2147483647; null when the badge (if any)
+                 *     was pushed as given.
+                 */
+                badge: number | null;
             } | null;
             /** Format: date-time */
             created_at: string;

@@ -316,7 +316,10 @@ export type NotificationOptions = {
     collapse_id?: string;
     sound?: string;
     /**
-     * App icon badge (iOS).
+     * App icon badge (APNs `aps.badge`, FCM `notification_count`). Any integer from 0 is
+     * accepted; (1.2.0) one over 2147483647 (the largest FCM's 32-bit field holds) is pushed
+     * as 2147483647 on both platforms, and each delivery records it in `truncation.badge`.
+     *
      */
     badge?: number;
     android_channel_id?: string;
@@ -527,7 +530,7 @@ export type Delivery = {
      * How this platform's push was cut to fit the provider's 4096-byte limit; null when it
      * is sent whole (and for skipped deliveries). The cut is the same for every delivery
      * of a notification on one platform in one localization (`locale`), and is exactly
-     * what the push carried.
+     * what the push carried. (1.2.0) A badge brought within range is recorded here too.
      *
      */
     truncation: {
@@ -547,6 +550,13 @@ export type Delivery = {
          *
          */
         dropped: Array<DroppedField>;
+        /**
+         * (1.2.0) The badge pushed when `options.badge` was over 2147483647, the largest
+         * FCM's 32-bit `notification_count` holds: 2147483647; null when the badge (if any)
+         * was pushed as given.
+         *
+         */
+        badge: number | null;
     } | null;
     created_at: string;
     last_attempt_at: string | null;
