@@ -31,6 +31,32 @@ describe('a notification that is not an object', () => {
   });
 });
 
+describe('one rule for every date-time field', () => {
+  const range = '0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC';
+  const sendAt = (value: string) => send(JSON.stringify({ recipients: { user_ids: ['u-1'] }, notification: { title: 'Hi' }, options: { send_at: value } }));
+  const event = (value: string) =>
+    request(harness.app)
+      .post('/api/v1/events')
+      .set('Authorization', `Bearer ${all}`)
+      .send({ event_id: '3d0ca315-aff9-4fc2-be61-3b76b9a2d798', delivery_id: '5a1c7e2b-8d4f-4b6a-9e3c-1f2d3e4a5b6c', installation_id: 'phone', type: 'opened', occurred_at: value });
+
+  test.each([
+    ['options.send_at', sendAt],
+    ['occurred_at', event],
+  ] as const)('%s: a leap second is refused as one, year 0000 and year 10000 in UTC as out of range', async (field, call) => {
+    const leap = await call('2030-12-31T23:59:60Z');
+    expect(leap.status).toBe(422);
+    expect(leap.body.errors).toEqual({
+      [field]: [`The ${field} field names a leap second (2030-12-31T23:59:60Z), which Herald cannot store: it keeps UTC without leap seconds; give the second before or after it.`],
+    });
+    for (const value of ['0000-06-01T00:00:00Z', '9999-12-31T23:00:00-05:00']) {
+      const res = await call(value);
+      expect(res.status).toBe(422);
+      expect(res.body.errors).toEqual({ [field]: [`The ${field} field is out of range: a date-time must name an instant from ${range}, and ${value} does not.`] });
+    }
+  });
+});
+
 describe('body decoding', () => {
   const body = JSON.stringify({ recipients: { user_ids: ['u-1'] }, notification: { title: 'Hi' } });
 

@@ -1105,7 +1105,9 @@ export interface components {
             /**
              * Format: date-time
              * @description (1.1.0) When to send: an RFC 3339 date-time with its offset, any time ahead (up to
-             *     9999-12-31T23:59:59.999Z in UTC). Absent or not in the future: now. Until then the
+             *     9999-12-31T23:59:59.999Z in UTC). Absent or not in the future: now. (1.2.0) Like every
+             *     date-time Herald takes, it must name an instant of years 0001 to 9999 in UTC and not a
+             *     leap second, even in the past (year 0000 is refused, not read as now). Until then the
              *     notification is `queued` with `scheduled_for` set, and can be cancelled; its fanout
              *     is queued with it, in the same transaction, so a restart neither loses nor doubles
              *     it. `ttl` counts from this time.
@@ -1365,7 +1367,9 @@ export interface components {
             type: components["schemas"]["EventType"];
             /**
              * Format: date-time
-             * @description When it happened on the device.
+             * @description When it happened on the device. (1.2.0) Like every date-time Herald takes, an
+             *     instant of years 0001 to 9999 in UTC and not a leap second (422 otherwise); within
+             *     that, the device's clock is recorded as it reported it.
              */
             occurred_at: string;
         };
@@ -2328,8 +2332,9 @@ export interface operations {
              *     localization's tag is not a BCP 47 language tag or repeats another in other letter
              *     case, there are more than 50 localizations, or there are localizations without a
              *     default title or body (`errors["notification.localizations"]`), or `options.send_at`
-             *     is after 9999-12-31T23:59:59.999Z in UTC (a date-time of the last day with a negative
-             *     offset, which no date-time could write back).
+             *     breaks the rule of every date-time (1.2.0): it must name an instant from
+             *     0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC (year 0000, or the last day
+             *     of 9999 with a negative offset, is out of range), and not a leap second.
              *     Takes nothing from the send quota, and announces it.
              */
             422: {
