@@ -114,7 +114,7 @@ export HERALD_FUZZ_TOKEN="$token" # read by schemathesis.toml ([auth.openapi.bea
 # delivery log. Its signing secret is sealed with a credentials key (`herald serve` needs none).
 export HERALD_CREDENTIALS_KEY=${HERALD_CREDENTIALS_KEY:-$("$node" -e 'process.stdout.write(require("node:crypto").randomBytes(32).toString("base64"))')}
 webhook_id=$(./bin/herald webhooks add --app "$app_id" --url https://hooks.example.com/herald \
-  --events notification.completed,delivery.failed,installation.invalidated,event.reported | sed -n 's/^Created webhook endpoint \([^ ]*\) .*/\1/p')
+  --events notification.completed,notification.cancelled,delivery.failed,installation.invalidated,event.reported | sed -n 's/^Created webhook endpoint \([^ ]*\) .*/\1/p')
 [ -n "$webhook_id" ] || { echo "fuzz: could not add the fuzzing webhook endpoint" >&2; exit 1; }
 
 # The document's example installation (its installationId example, registered with the PUT's `ios`

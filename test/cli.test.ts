@@ -165,7 +165,7 @@ test('webhooks add refuses what it could never deliver to, and needs the credent
   await expect(add('http://hooks.example.com/hook')).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('must use https') });
   await expect(add('https://hooks.example.com/hook', 'delivery.failed,delivery.sent')).rejects.toMatchObject({
     code: 1,
-    stderr: expect.stringContaining('expected some of: notification.completed, delivery.failed, installation.invalidated, event.reported'),
+    stderr: expect.stringContaining('expected some of: notification.completed, notification.cancelled, delivery.failed, installation.invalidated, event.reported'),
   });
   await expect(heraldWith({}, 'webhooks', 'add', '--app', appId, '--url', 'https://hooks.example.com/h', '--events', 'delivery.failed')).rejects.toMatchObject({
     code: 1,

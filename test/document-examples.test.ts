@@ -102,8 +102,13 @@ test.each([
     ['/api/v1/events', 'post', '422', 'event'],
   ],
   [
-    'installation id too long',
-    () => call('get', `/api/v1/installations/${'i'.repeat(256)}`),
+    'notification id not a UUID',
+    () => call('get', '/api/v1/notifications/order-1042'),
+    ['/api/v1/notifications/{notificationId}', 'get', '422'],
+  ],
+  [
+    'installation: unknown query parameter',
+    () => call('get', '/api/v1/installations/examples-1?verbose=1'),
     ['/api/v1/installations/{installationId}', 'get', '422'],
   ],
   ['unknown query parameter', () => call('get', '/healthz?verbose=1'), ['/healthz', 'get', '422']],

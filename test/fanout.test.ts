@@ -431,7 +431,7 @@ test('a notification to many users fans out in several batches and counts every 
 });
 
 describe('pushes cut to fit the providers', () => {
-  type Truncation = { title: number | null; body: number | null; dropped: string[] } | null;
+  type Truncation = { title: number | null; body: number | null; dropped: string[]; badge: number | null } | null;
   const truncations = async (app: Awaited<ReturnType<Pipeline['newApplication']>>, id: string) =>
     Object.fromEntries(
       ((await app.deliveries(id)) as unknown as { installation_id: string; truncation: Truncation }[]).map((d) => [d.installation_id, d.truncation]),
@@ -472,7 +472,7 @@ describe('pushes cut to fit the providers', () => {
     expect(payload.aps['mutable-content']).toBeUndefined();
     expect(payload.herald.action_url).toBe(notification.action_url);
     expect(payload.order_id).toBe('1042');
-    expect(cut['cut-ios']).toEqual({ title: null, body: expect.any(Number), dropped: ['image_url'] });
+    expect(cut['cut-ios']).toEqual({ title: null, body: expect.any(Number), dropped: ['image_url'], badge: null });
     // What is recorded is what was pushed.
     expect(payload.aps.alert.body).toBe(`${prefix(body, cut['cut-ios']!.body!)}…`);
 
@@ -484,7 +484,7 @@ describe('pushes cut to fit the providers', () => {
     expect(message.notification.body.endsWith('…')).toBe(true);
     expect(message.notification.image).toBeUndefined();
     expect(message.data.herald_action_url).toBe(notification.action_url);
-    expect(cut['cut-android']).toEqual({ title: null, body: expect.any(Number), dropped: ['image_url'] });
+    expect(cut['cut-android']).toEqual({ title: null, body: expect.any(Number), dropped: ['image_url'], badge: null });
     expect(message.notification.body).toBe(`${prefix(body, cut['cut-android']!.body!)}…`);
     // Each platform is measured on its own payload.
     expect(cut['cut-android']!.body).not.toBe(cut['cut-ios']!.body);
@@ -497,8 +497,8 @@ describe('pushes cut to fit the providers', () => {
     const long = await app.send({ recipients: { user_ids: ['lena'] }, notification: { title: 'News', body: 'b'.repeat(4096) } });
     expect((await app.settled(long)).statistics).toMatchObject({ accepted: 2 });
     const cut = await truncations(app, long);
-    expect(cut['long-ios']).toEqual({ title: null, body: expect.any(Number), dropped: [] });
-    expect(cut['long-android']).toEqual({ title: null, body: expect.any(Number), dropped: [] });
+    expect(cut['long-ios']).toEqual({ title: null, body: expect.any(Number), dropped: [], badge: null });
+    expect(cut['long-android']).toEqual({ title: null, body: expect.any(Number), dropped: [], badge: null });
     const apnsBody = (apnsTo('long-01')[0].payload as { aps: { alert: { body: string } } }).aps.alert.body;
     expect(apnsBody).toBe(`${'b'.repeat(cut['long-ios']!.body!)}…`);
     expect(bytes(apnsTo('long-01')[0].payload)).toBeGreaterThan(4090);

@@ -17,7 +17,7 @@ afterEach(() => {
   pipeline.fcm.setRules([]);
 });
 
-type Truncation = { title: number | null; body: number | null; dropped: string[] } | null;
+type Truncation = { title: number | null; body: number | null; dropped: string[]; badge: number | null } | null;
 type DeliveryRow = { installation_id: string; state: string; reason: string | null; locale: string | null; truncation: Truncation; attempts: number };
 type Alert = { title?: string; body?: string };
 
@@ -148,7 +148,7 @@ test('a localization too long for a provider is cut like the default content, an
     expect({ installation, locale: delivery.locale, truncation: delivery.truncation }).toEqual({
       installation,
       locale,
-      truncation: { title: null, body: expect.any(Number), dropped: [] },
+      truncation: { title: null, body: expect.any(Number), dropped: [], badge: null },
     });
     // What is recorded is what was pushed: the localization's own body, cut where recorded.
     expect(pushed.title).toBe(title);

@@ -237,7 +237,7 @@ describe('scheduled sends', () => {
     const pastYear9999 = '9999-12-31T23:00:00-05:00';
     const tooLate = await api().post('/api/v1/notifications').set('Authorization', `Bearer ${app.server}`).send(scheduled('u', pastYear9999)).expect(422);
     expect(tooLate.body.errors['options.send_at']).toEqual([
-      `The options.send_at field must be a date-time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC: ${pastYear9999} is not.`,
+      `The options.send_at field is out of range: a date-time must name an instant from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC, and ${pastYear9999} does not.`,
     ]);
     const local = await api()
       .post('/api/v1/notifications')

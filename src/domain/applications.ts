@@ -9,7 +9,7 @@ import { unauthenticated } from './errors.ts';
 import { isUuid } from './ids.ts';
 import { providerOf, type Platform } from './platforms.ts';
 import { effectiveSendPolicy, type SendPolicy } from './rate-limits.ts';
-import { generateToken, hashSecret, isAbility, parseToken, secretMatches } from './tokens.ts';
+import { generateToken, grants, hashSecret, isAbility, parseToken, secretMatches } from './tokens.ts';
 
 export type Principal = {
   applicationId: string;
@@ -141,21 +141,30 @@ function providerStatus(platform: Platform, credential: CredentialHealthRow | un
 }
 
 /**
- * The application a token belongs to, as that token sees it: what the token may do, the send
- * policy in force (its own or the service default) and whether each platform can push.
+ * The application a token belongs to, as that token sees it: what the token may do, and what
+ * concerns what it may do. The send policy in force (its own or the service default) only to a
+ * token that sends; whether each platform can push only to one that sends or reads notifications.
+ * A mobile app's token, which can be extracted from the app, learns neither the quota a flood
+ * would have to stay under nor which platform is failing.
  */
 export async function describeApplication(em: EntityManager, principal: Principal, defaultSendPolicy: SendPolicy): Promise<ApplicationView> {
   const found = await findApplicationOverview(em, principal.applicationId, principal.tokenId);
   // Tokens are revoked, never deleted: only a token removed by hand since it was read gets here.
   if (!found) throw unauthenticated('invalid_token');
-  const policy = effectiveSendPolicy({ quota: found.sendQuota, windowSeconds: found.sendWindowSeconds }, defaultSendPolicy);
-  const credential = (platform: Platform) => found.credentials.find((c) => c.provider === providerOf[platform]);
-  return {
+  const view: ApplicationView = {
     id: found.id,
     name: found.name,
     created_at: found.createdAt.toISOString(),
     token: { name: found.tokenName, abilities: found.abilities as Schemas['Ability'][] },
-    send_policy: { quota: policy.quota, window_seconds: policy.windowSeconds },
-    credentials: { ios: providerStatus('ios', credential('ios')), android: providerStatus('android', credential('android')) },
   };
+  const sends = grants(found.abilities, ['notifications:send']);
+  if (sends) {
+    const policy = effectiveSendPolicy({ quota: found.sendQuota, windowSeconds: found.sendWindowSeconds }, defaultSendPolicy);
+    view.send_policy = { quota: policy.quota, window_seconds: policy.windowSeconds };
+  }
+  if (sends || grants(found.abilities, ['notifications:read'])) {
+    const credential = (platform: Platform) => found.credentials.find((c) => c.provider === providerOf[platform]);
+    view.credentials = { ios: providerStatus('ios', credential('ios')), android: providerStatus('android', credential('android')) };
+  }
+  return view;
 }

@@ -4,7 +4,7 @@
 //    every chunk of pushes about to be handed to a provider sees it and stops (holdUncancelled);
 // 2. holding the notification's pushes (db/sql/notifications.ts lockPushes), which waits for the
 //    chunks being pushed at that moment to record their outcomes, the deliveries still pending end
-//    `skipped`, reason `cancelled`, and the notification ends, with its `notification.completed`
+//    `skipped`, reason `cancelled`, and the notification ends, with its `notification.cancelled`
 //    webhook.
 // A crash between the two leaves a cancelled notification unfinished: the next of its jobs to run
 // (its fanout, or a deliver batch) finishes step 2, and so does a repeated cancel.
@@ -23,7 +23,7 @@ import { isUuid } from './ids.ts';
 import type { Logger } from '../logging/logger.ts';
 import { deliveriesEnded } from '../observability/metrics.ts';
 import { findNotification, reportNotificationEnd, type FanoutQueue } from './notifications.ts';
-import { notificationCompleted, type WebhookOutbox } from './webhook-outbox.ts';
+import { notificationCancelled, type WebhookOutbox } from './webhook-outbox.ts';
 
 const endedMessage = (status: string) =>
   `The notification has already ended (${status}); only a queued or processing notification can be cancelled.`;
@@ -71,8 +71,8 @@ export async function finishCancellation(em: EntityManager, webhooks: WebhookOut
     });
     const skipped = await skipPendingAsCancelled(tx, id);
     const ended = await completeNotification(tx, id, 'cancelled');
-    if (ended && (await webhooks.wants(tx, applicationId, 'notification.completed'))) {
-      await webhooks.emit(tx, applicationId, [notificationCompleted(ended)]);
+    if (ended && (await webhooks.wants(tx, applicationId, 'notification.cancelled'))) {
+      await webhooks.emit(tx, applicationId, [notificationCancelled(ended)]);
     }
     return { ended, skipped };
   });

@@ -54,7 +54,8 @@ export function deliveryView(delivery: Delivery | DeliveryRecord): DeliveryView 
     attempts: delivery.attempts,
     provider_message_id: delivery.providerMessageId ?? null,
     locale: delivery.locale ?? null,
-    truncation: delivery.truncation ?? null,
+    // Rows cut before 1.2.0 have no `badge`: none was brought within range then.
+    truncation: delivery.truncation ? { ...delivery.truncation, badge: delivery.truncation.badge ?? null } : null,
     created_at: delivery.createdAt.toISOString(),
     last_attempt_at: iso(delivery.lastAttemptAt),
     completed_at: iso(delivery.completedAt),

@@ -57,7 +57,7 @@ export const methodNotAllowed = (allowed: string[]) =>
 /** The database cannot be reached: the client may retry shortly; it is not the client's fault. */
 export const unavailable = (retryAfterSeconds: number) =>
   new HttpError(503, messages.unavailable, undefined, { 'Retry-After': String(retryAfterSeconds) });
-export const conflict = (message: string, errors?: FieldErrors) => new HttpError(409, message, errors);
+export const conflict = (message: string) => new HttpError(409, message);
 
 export function validationFailed(errors: FieldErrors): HttpError {
   return new HttpError(422, validationMessage(errors), errors);

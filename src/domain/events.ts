@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { conflict, notFound, validationFailed } from './errors.ts';
 import { isUuid } from './ids.ts';
-import { dateTimeRange, instantOf } from './date-times.ts';
+import { readDateTime } from './date-times.ts';
 import { findEvent, reportEvent, type EventRow, type FirstSeen } from '../db/sql/events.ts';
 import { eventReported, type WebhookOutbox } from './webhook-outbox.ts';
 
@@ -51,10 +51,9 @@ async function record(
   request: EventRequest,
   announce?: (event: EventView, notificationId: string, userId: string | null) => Promise<void>,
 ): Promise<{ event: EventView; created: boolean }> {
-  const occurredAt = instantOf(request.occurred_at);
-  if (occurredAt === undefined) {
-    throw validationFailed({ occurred_at: [`The occurred_at field must be a date-time from ${dateTimeRange}.`] });
-  }
+  const occurred = readDateTime('occurred_at', request.occurred_at);
+  if ('problem' in occurred) throw validationFailed({ occurred_at: [occurred.problem] });
+  const occurredAt = occurred.at;
   if (!isUuid(request.delivery_id)) throw notFound();
   const eventId = request.event_id.toLowerCase();
 
@@ -68,10 +67,8 @@ async function record(
     firstSeen[request.type],
   );
   if (reported.delivery === 'unknown') throw notFound();
-  if (reported.delivery === 'skipped') {
-    const message = neverSentMessage(reported.reason);
-    throw conflict(message, { delivery_id: [message] });
-  }
+  // A message only: the interface spec gives the event endpoint's extra error no field errors.
+  if (reported.delivery === 'skipped') throw conflict(neverSentMessage(reported.reason));
   if (reported.inserted) {
     const event = eventView(reported.inserted);
     await announce?.(event, reported.notificationId, reported.userId);

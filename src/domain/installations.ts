@@ -67,7 +67,19 @@ export async function registerInstallation(
   );
 }
 
+/** The longest installation id a registration takes (the document's InstallationId), in code points. */
+export const maxInstallationIdLength = 255;
+
+/**
+ * Whether an installation could have this id. Reads and deletes take any id (one no registration
+ * could make names nothing: 404), and Postgres text cannot hold U+0000, so such an id is never looked up.
+ */
+function couldExist(installationId: string): boolean {
+  return !installationId.includes('\0') && (installationId.length <= maxInstallationIdLength || Array.from(installationId).length <= maxInstallationIdLength);
+}
+
 export async function findInstallation(em: EntityManager, applicationId: string, installationId: string): Promise<InstallationRow> {
+  if (!couldExist(installationId)) throw notFound();
   const installation = await findInstallationRow(em, { applicationId, installationId });
   if (!installation) throw notFound();
   return installation;
@@ -100,6 +112,7 @@ export async function updateInstallation(
 }
 
 export async function deleteInstallation(em: EntityManager, applicationId: string, installationId: string): Promise<void> {
+  if (!couldExist(installationId)) throw notFound();
   const deleted = await em.nativeDelete(Installation, { applicationId, installationId });
   if (deleted === 0) throw notFound();
 }

@@ -24,7 +24,7 @@ import type { Logger } from '../logging/logger.ts';
 import { notificationFinished } from '../observability/metrics.ts';
 import { isUuid } from './ids.ts';
 import { newId } from '../db/ids.ts';
-import { dateTimeRange, instantOf } from './date-times.ts';
+import { readDateTime } from './date-times.ts';
 import { payloadProblems, pushContent } from './payloads.ts';
 
 type Schemas = components['schemas'];
@@ -67,20 +67,20 @@ export function sendRuleViolations(request: SendRequest): FieldErrors {
   return Object.assign(sameTagProblems(tags), sendAtProblems(request), payloadProblems(request));
 }
 
+/** Any time ahead (a reminder a year away is a real use) within the rule every date-time follows. */
 function sendAtProblems(request: SendRequest): FieldErrors {
   const sendAt = request.options?.send_at;
   if (sendAt === undefined) return {};
-  // Any time ahead (a reminder a year away is a real use), as long as scheduled_for can be written back.
-  if (instantOf(sendAt) !== undefined || Date.parse(sendAt) < Date.now()) return {};
-  return { 'options.send_at': [`The options.send_at field must be a date-time from ${dateTimeRange}: ${sendAt} is not.`] };
+  const read = readDateTime('options.send_at', sendAt);
+  return 'problem' in read ? { 'options.send_at': [read.problem] } : {};
 }
 
-/** When a send is scheduled for: its `options.send_at` when that is still ahead, else null (now). */
+/** When a send is scheduled for: its `options.send_at` when that is still ahead, else null (now). Checked by sendAtProblems first. */
 export function scheduledFor(request: SendRequest, now: Date): Date | null {
   const sendAt = request.options?.send_at;
   if (sendAt === undefined) return null;
-  const at = new Date(Date.parse(sendAt));
-  return at > now ? at : null;
+  const read = readDateTime('options.send_at', sendAt);
+  return 'at' in read && read.at > now ? read.at : null;
 }
 
 /**

@@ -98,10 +98,10 @@ export function apnsPayload(content: PushContent, ids: PushIds): JsonObject {
 export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
   const { title, body, image_url: imageUrl, action_url: actionUrl } = content.notification;
   const options = content.options ?? {};
-  const data: Record<string, string> = {};
-  for (const [key, value] of Object.entries(content.data ?? {})) {
-    data[key] = typeof value === 'string' ? value : JSON.stringify(value);
-  }
+  // Built as entries, not assigned key by key: an assignment to `__proto__` sets the prototype and drops the key.
+  const data: Record<string, string> = Object.fromEntries(
+    Object.entries(content.data ?? {}).map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)]),
+  );
   Object.assign(
     data,
     compact({
@@ -132,6 +132,20 @@ export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
     data,
     android: deepMerge(android, options.platform_overrides?.android ?? {}),
   });
+}
+
+/**
+ * The largest badge a push carries: FCM's `notification_count` is a 32-bit integer. The document
+ * bounds `options.badge` only below (as the interface spec does), so a larger one is accepted and
+ * pushed as this, on both platforms, and the delivery's truncation records it.
+ */
+export const maxBadge = 2_147_483_647;
+
+/** The content with its badge brought within maxBadge, and the badge pushed when that changed it. */
+function badgeInRange(content: PushContent): { content: PushContent; badge: number | null } {
+  const badge = content.options?.badge;
+  if (badge === undefined || badge <= maxBadge) return { content, badge: null };
+  return { content: { ...content, options: { ...content.options, badge: maxBadge } }, badge: maxBadge };
 }
 
 // Ids have a fixed length (UUIDs), so a sample measures exactly what a real push will weigh.
@@ -186,11 +200,13 @@ export function payloadBytes(content: PushContent, platform: Platform): number {
  * an emoji ZWJ sequence) and ends with "…"; a text cut to nothing is "…" alone, so the push still
  * shows an alert. Sizes are measured on the serialized payload, JSON escapes included. Content
  * that cannot fit even then (refused at send, see payloadProblems) is returned in that smallest form.
+ * A badge over maxBadge is pushed as maxBadge first, and recorded as part of the cut.
  */
-export function fitToPlatform(content: PushContent, platform: Platform): { content: PushContent; truncation: Truncation | null } {
+export function fitToPlatform(given: PushContent, platform: Platform): { content: PushContent; truncation: Truncation | null } {
+  const { content, badge } = badgeInRange(given);
   const limit = payloadLimits[platform];
   const fits = (candidate: PushContent) => payloadBytes(candidate, platform) <= limit;
-  if (fits(content)) return { content, truncation: null };
+  if (fits(content)) return { content, truncation: badge === null ? null : { title: null, body: null, dropped: [], badge } };
 
   const title = graphemes(content.notification.title);
   const body = graphemes(content.notification.body);
@@ -204,6 +220,7 @@ export function fitToPlatform(content: PushContent, platform: Platform): { conte
       title: titleKept === null ? null : codePoints(title, titleKept),
       body: bodyKept === null ? null : codePoints(body, bodyKept),
       dropped,
+      badge,
     };
     return { content: { ...content, notification }, truncation };
   };
@@ -284,7 +301,7 @@ export function payloadProblems(content: PushContent): Record<string, string[]> 
     const { title, body } = contentFor(content, tag).notification;
     const notification = { title: title ? ellipsis : title, body: body ? ellipsis : body, image_url: null, action_url: null };
     const shape = JSON.stringify(notification);
-    if (!smallest.has(shape)) smallest.set(shape, { tag, content: { ...content, notification } });
+    if (!smallest.has(shape)) smallest.set(shape, { tag, content: { ...badgeInRange(content).content, notification } });
   }
   for (const platform of ['ios', 'android'] as const) {
     const measured = [...smallest.values()].map(({ tag, content }) => ({ tag, bytes: payloadBytes(content, platform) }));
@@ -315,11 +332,16 @@ function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Overrides win; nested objects merge, everything else is replaced. */
+/**
+ * Overrides win; nested objects merge, everything else is replaced. Keys are read and written as
+ * own properties, so one named `__proto__` is a key like any other, not the prototype.
+ */
 export function deepMerge(base: JsonObject, override: JsonObject): JsonObject {
   const merged: JsonObject = { ...base };
   for (const [key, value] of Object.entries(override)) {
-    merged[key] = isObject(value) && isObject(merged[key]) ? deepMerge(merged[key], value) : value;
+    const current = Object.hasOwn(merged, key) ? merged[key] : undefined;
+    const next = isObject(value) && isObject(current) ? deepMerge(current, value) : value;
+    Object.defineProperty(merged, key, { value: next, enumerable: true, writable: true, configurable: true });
   }
   return merged;
 }

@@ -1,5 +1,5 @@
 // The webhook outbox. An event is written in the transaction of the change it reports (a delivery
-// recorded failed, an installation invalidated, a notification ended, an event reported), with one
+// recorded failed, an installation invalidated, a notification ended or cancelled, an event reported), with one
 // pending delivery per endpoint that takes it and the jobs that will send them: a crash either
 // loses the change and its events together, or keeps both. The jobs are queued through
 // `EnqueueWebhookJobs` (built from the job queue in service/), so the domain never sees pg-boss.
@@ -74,6 +74,11 @@ const event = (type: WebhookEventType, data: object): NewWebhookEvent => ({ id: 
 export function notificationCompleted(notification: NotificationRow): NewWebhookEvent {
   const data: Schemas['NotificationCompletedEvent']['data'] = { notification: notificationView(notification) };
   return event('notification.completed', data);
+}
+
+export function notificationCancelled(notification: NotificationRow): NewWebhookEvent {
+  const data: Schemas['NotificationCancelledEvent']['data'] = { notification: notificationView(notification) };
+  return event('notification.cancelled', data);
 }
 
 export function deliveriesFailed(deliveries: DeliveryRecord[]): NewWebhookEvent[] {

@@ -35,19 +35,14 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path: {
-                /**
-                 * @description The client-generated, stable identifier of the installation.
-                 * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
-                 */
-                installationId: components["parameters"]["InstallationId"];
-            };
+            path?: never;
             cookie?: never;
         };
         /**
          * Get an installation
          * @description Returns an installation of the authenticated application. Another application's
-         *     installation is 404, never 403.
+         *     installation is 404, never 403, and so is an id no installation can have (1.2.0: one
+         *     over 255 characters is 404, not 422).
          */
         get: operations["getInstallation"];
         /**
@@ -65,7 +60,8 @@ export interface paths {
         /**
          * Delete an installation
          * @description Removes the installation: later sends skip it, and reading, updating or deleting it
-         *     again gives 404. Registering it again creates a new one (201).
+         *     again gives 404. Registering it again creates a new one (201). An id no installation
+         *     can have (over 255 characters) is 404 (1.2.0; was 422).
          */
         delete: operations["deleteInstallation"];
         options?: never;
@@ -361,7 +357,10 @@ export interface paths {
          *     abilities, the send rate limit in force, and for each platform whether provider
          *     credentials are configured and how the provider last answered them. Any valid token
          *     may read it (no ability needed): an integration can check what its token allows and
-         *     whether pushes can go out before it sends.
+         *     whether pushes can go out before it sends. (1.2.0) Each token sees what concerns its
+         *     abilities: `send_policy` only with `notifications:send`, `credentials` only with
+         *     `notifications:send` or `notifications:read`; a mobile app's token (which can be
+         *     extracted from the app) sees its application and its own abilities only.
          */
         get: operations["getApp"];
         put?: never;
@@ -495,7 +494,8 @@ export interface webhooks {
                      *             "title": "Your order has shipped",
                      *             "body": "Order 1042 is on its way and arrives on Thursday.",
                      *             "image_url": null,
-                     *             "action_url": "myshop://orders/1042"
+                     *             "action_url": "myshop://orders/1042",
+                     *             "localizations": {}
                      *           },
                      *           "data": {
                      *             "order_id": "1042"
@@ -525,6 +525,101 @@ export interface webhooks {
             };
             responses: {
                 /** @description Received. Any 2xx ends the delivery; the body is not read beyond its first 200 characters. */
+                "2XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "notification.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A notification was cancelled
+         * @description (1.2.0) Sent when `POST /api/v1/notifications/{id}/cancel` ends a notification (status
+         *     `cancelled`), once its deliveries not yet pushed are `skipped` (`cancelled`), with its
+         *     statistics at that moment. A cancelled notification sends no `notification.completed`
+         *     (before 1.2.0 it did, with status `cancelled`). See `notification.completed` for what
+         *     every webhook request carries.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /**
+                     * @description `t=<unix seconds>,v1=<hex HMAC-SHA256>`: the HMAC, keyed with the endpoint's signing
+                     *     secret (the whole `whsec_…` string, as UTF-8), of the string `<t>.<raw body>`. `t` is when
+                     *     this attempt was signed: refuse a request whose `t` is more than 5 minutes from your
+                     *     clock (a replayed request). For 24 hours after `herald webhooks rotate-secret` (or as
+                     *     chosen), a second `v1` is signed with the previous secret; accept the request when any
+                     *     `v1` matches. Compare in constant time. The SDK's `verifyWebhook` does all of this.
+                     * @example t=1793613600,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+                     */
+                    "Herald-Signature": components["parameters"]["HeraldSignature"];
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a1c8-2a3b-7c4d-8e5f-6a7b8c9d0e1f",
+                     *       "type": "notification.cancelled",
+                     *       "created_at": "2026-11-02T10:00:05.120Z",
+                     *       "data": {
+                     *         "notification": {
+                     *           "id": "9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b",
+                     *           "status": "cancelled",
+                     *           "notification": {
+                     *             "title": "Sale starts now",
+                     *             "body": null,
+                     *             "image_url": null,
+                     *             "action_url": null,
+                     *             "localizations": {}
+                     *           },
+                     *           "data": {},
+                     *           "options": {
+                     *             "send_at": "2026-12-01T09:00:00+01:00"
+                     *           },
+                     *           "target_users": 1,
+                     *           "statistics": {
+                     *             "users": 0,
+                     *             "installations": 0,
+                     *             "accepted": 0,
+                     *             "received": 0,
+                     *             "displayed": 0,
+                     *             "opened": 0,
+                     *             "failed": 0,
+                     *             "skipped": 0
+                     *           },
+                     *           "created_at": "2026-11-02T10:00:00.000Z",
+                     *           "scheduled_for": "2026-12-01T08:00:00.000Z",
+                     *           "processing_started_at": null,
+                     *           "completed_at": "2026-11-02T10:00:05.119Z"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NotificationCancelledEvent"];
+                };
+            };
+            responses: {
+                /** @description Received. */
                 "2XX": {
                     headers: {
                         [name: string]: unknown;
@@ -593,6 +688,7 @@ export interface webhooks {
                      *           "attempts": 1,
                      *           "provider_message_id": null,
                      *           "truncation": null,
+                     *           "locale": null,
                      *           "created_at": "2026-11-02T10:00:00.052Z",
                      *           "last_attempt_at": "2026-11-02T10:00:00.060Z",
                      *           "completed_at": "2026-11-02T10:00:00.091Z",
@@ -789,6 +885,11 @@ export interface components {
             /** @description Human-readable summary. */
             message: string;
             errors?: components["schemas"]["FieldErrors"];
+        };
+        /** @description An error answer with a message and nothing else. */
+        MessageOnlyError: {
+            /** @description Human-readable summary. */
+            message: string;
         };
         /**
          * @description Field path (`recipients.user_ids`, `notification.title`, `Idempotency-Key`...) to its
@@ -1004,7 +1105,9 @@ export interface components {
             /**
              * Format: date-time
              * @description (1.1.0) When to send: an RFC 3339 date-time with its offset, any time ahead (up to
-             *     9999-12-31T23:59:59.999Z in UTC). Absent or not in the future: now. Until then the
+             *     9999-12-31T23:59:59.999Z in UTC). Absent or not in the future: now. (1.2.0) Like every
+             *     date-time Herald takes, it must name an instant of years 0001 to 9999 in UTC and not a
+             *     leap second, even in the past (year 0000 is refused, not read as now). Until then the
              *     notification is `queued` with `scheduled_for` set, and can be cancelled; its fanout
              *     is queued with it, in the same transaction, so a restart neither loses nor doubles
              *     it. `ttl` counts from this time.
@@ -1024,7 +1127,11 @@ export interface components {
             /** @description Later pushes with the same id replace earlier ones (apns-collapse-id, android collapse_key). */
             collapse_id?: string;
             sound?: string;
-            /** @description App icon badge (iOS). */
+            /**
+             * @description App icon badge (APNs `aps.badge`, FCM `notification_count`). Any integer from 0 is
+             *     accepted; (1.2.0) one over 2147483647 (the largest FCM's 32-bit field holds) is pushed
+             *     as 2147483647 on both platforms, and each delivery records it in `truncation.badge`.
+             */
             badge?: number;
             android_channel_id?: string;
             ios_category?: string;
@@ -1189,7 +1296,7 @@ export interface components {
              * @description How this platform's push was cut to fit the provider's 4096-byte limit; null when it
              *     is sent whole (and for skipped deliveries). The cut is the same for every delivery
              *     of a notification on one platform in one localization (`locale`), and is exactly
-             *     what the push carried.
+             *     what the push carried. (1.2.0) A badge brought within range is recorded here too.
              */
             truncation: {
                 /**
@@ -1204,6 +1311,12 @@ export interface components {
                  *     `…` could not fit with them; empty when nothing was left out.
                  */
                 dropped: components["schemas"]["DroppedField"][];
+                /**
+                 * @description (1.2.0) The badge pushed when `options.badge` was over 2147483647, the largest
+                 *     FCM's 32-bit `notification_count` holds: 2147483647; null when the badge (if any)
+                 *     was pushed as given.
+                 */
+                badge: number | null;
             } | null;
             /** Format: date-time */
             created_at: string;
@@ -1255,7 +1368,9 @@ export interface components {
             type: components["schemas"]["EventType"];
             /**
              * Format: date-time
-             * @description When it happened on the device.
+             * @description When it happened on the device. (1.2.0) Like every date-time Herald takes, an
+             *     instant of years 0001 to 9999 in UTC and not a leap second (422 otherwise); within
+             *     that, the device's clock is recorded as it reported it.
              */
             occurred_at: string;
         };
@@ -1285,14 +1400,15 @@ export interface components {
         };
         /**
          * @description `notification.completed`: a notification's fanout ended (status `completed`, `partial` or
-         *     `failed`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
+         *     `failed`), with its statistics. `notification.cancelled` (1.2.0): a cancel ended a
+         *     notification (status `cancelled`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
          *     provider refused it, it expired, or the provider refused the credentials).
          *     `installation.invalidated`: a provider declared an installation's push identifier dead.
          *     `event.reported`: the app reported a delivery event that Herald recorded (201; not a
          *     replay of an `event_id`).
          * @enum {string}
          */
-        WebhookEventType: "notification.completed" | "delivery.failed" | "installation.invalidated" | "event.reported";
+        WebhookEventType: "notification.completed" | "notification.cancelled" | "delivery.failed" | "installation.invalidated" | "event.reported";
         /** @description The endpoint's last delivery attempt. */
         WebhookAttempt: {
             /** Format: date-time */
@@ -1414,6 +1530,24 @@ export interface components {
                 notification: components["schemas"]["Notification"];
             };
         };
+        /** @description (1.2.0) A cancel ended a notification; `data.notification` is the notification as `GET /api/v1/notifications/{id}` shows it at that moment, status `cancelled`. */
+        NotificationCancelledEvent: {
+            /**
+             * Format: uuid
+             * @description The event's id, the same in every attempt and for every endpoint; de-duplicate by it.
+             */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "notification.cancelled";
+            /** Format: date-time */
+            created_at: string;
+            data: {
+                notification: components["schemas"]["Notification"];
+            };
+        };
         /** @description A delivery ended `failed`; `data.delivery` is the delivery as the deliveries list shows it, with `reason`. */
         DeliveryFailedEvent: {
             /** Format: uuid */
@@ -1466,7 +1600,7 @@ export interface components {
             };
         };
         /** @description The body of every webhook request; `type` tells which. */
-        WebhookEvent: components["schemas"]["NotificationCompletedEvent"] | components["schemas"]["DeliveryFailedEvent"] | components["schemas"]["InstallationInvalidatedEvent"] | components["schemas"]["EventReportedEvent"];
+        WebhookEvent: components["schemas"]["NotificationCompletedEvent"] | components["schemas"]["NotificationCancelledEvent"] | components["schemas"]["DeliveryFailedEvent"] | components["schemas"]["InstallationInvalidatedEvent"] | components["schemas"]["EventReportedEvent"];
         /** @enum {string} */
         Ability: "installations:write" | "installations:read" | "installations:list" | "notifications:send" | "notifications:read" | "events:write" | "*";
         /** @description A platform's provider credentials, as the workers last found them. */
@@ -1508,13 +1642,20 @@ export interface components {
                 name: string;
                 abilities: components["schemas"]["Ability"][];
             };
-            /** @description The send rate limit in force for this application (fixed window). */
-            send_policy: {
+            /**
+             * @description The send rate limit in force for this application (fixed window). (1.2.0) Present
+             *     only for a token with `notifications:send`.
+             */
+            send_policy?: {
                 /** @description Sends accepted per window. */
                 quota: number;
                 window_seconds: number;
             };
-            credentials: {
+            /**
+             * @description Each platform's provider credentials as the workers last found them. (1.2.0)
+             *     Present only for a token with `notifications:send` or `notifications:read`.
+             */
+            credentials?: {
                 ios: components["schemas"]["ProviderStatus"];
                 android: components["schemas"]["ProviderStatus"];
             };
@@ -1524,7 +1665,10 @@ export interface components {
         };
     };
     responses: {
-        /** @description The body is not valid JSON, or the path cannot be percent-decoded. */
+        /**
+         * @description The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+         *     says so), or the path cannot be percent-decoded.
+         */
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1601,7 +1745,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body is not `application/json`. */
+        /**
+         * @description The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+         *     of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+         */
         UnsupportedMediaType: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1626,7 +1773,7 @@ export interface components {
                 "application/json": components["schemas"]["ValidationError"];
             };
         };
-        /** @description A path parameter breaks its constraints (too long, or not a UUID). */
+        /** @description A path parameter breaks its constraints (an id that is not a UUID), or a query parameter is not taken. */
         InvalidPathParameter: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1635,10 +1782,10 @@ export interface components {
             content: {
                 /**
                  * @example {
-                 *       "message": "The installationId field must not be longer than 255 characters.",
+                 *       "message": "The notificationId field must be a UUID written as 8-4-4-4-12 hexadecimal digits, with no prefix.",
                  *       "errors": {
-                 *         "installationId": [
-                 *           "The installationId field must not be longer than 255 characters."
+                 *         "notificationId": [
+                 *           "The notificationId field must be a UUID written as 8-4-4-4-12 hexadecimal digits, with no prefix."
                  *         ]
                  *       }
                  *     }
@@ -1646,7 +1793,10 @@ export interface components {
                 "application/json": components["schemas"]["ValidationError"];
             };
         };
-        /** @description The body is not valid JSON. Takes nothing from the send quota, and announces it. */
+        /**
+         * @description The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+         *     says so). Takes nothing from the send quota, and announces it.
+         */
         SendBadRequest: {
             headers: {
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1680,7 +1830,11 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body is not `application/json`. Takes nothing from the send quota, and announces it. */
+        /**
+         * @description The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+         *     of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+         *     Takes nothing from the send quota, and announces it.
+         */
         SendUnsupportedMediaType: {
             headers: {
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1762,6 +1916,12 @@ export interface components {
          * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
          */
         InstallationId: string;
+        /**
+         * @description The client-generated identifier of the installation to read or delete. Any text: an id
+         *     no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
+         * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
+         */
+        InstallationIdLookup: string;
         /**
          * @description The notification's `id`.
          * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
@@ -1913,10 +2073,11 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description The client-generated, stable identifier of the installation.
+                 * @description The client-generated identifier of the installation to read or delete. Any text: an id
+                 *     no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
                  * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
                  */
-                installationId: components["parameters"]["InstallationId"];
+                installationId: components["parameters"]["InstallationIdLookup"];
             };
             cookie?: never;
         };
@@ -1936,7 +2097,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            422: components["responses"]["InvalidPathParameter"];
+            422: components["responses"]["UnknownParameter"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -1994,10 +2155,11 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description The client-generated, stable identifier of the installation.
+                 * @description The client-generated identifier of the installation to read or delete. Any text: an id
+                 *     no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
                  * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
                  */
-                installationId: components["parameters"]["InstallationId"];
+                installationId: components["parameters"]["InstallationIdLookup"];
             };
             cookie?: never;
         };
@@ -2015,7 +2177,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            422: components["responses"]["InvalidPathParameter"];
+            422: components["responses"]["UnknownParameter"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -2175,8 +2337,9 @@ export interface operations {
              *     localization's tag is not a BCP 47 language tag or repeats another in other letter
              *     case, there are more than 50 localizations, or there are localizations without a
              *     default title or body (`errors["notification.localizations"]`), or `options.send_at`
-             *     is after 9999-12-31T23:59:59.999Z in UTC (a date-time of the last day with a negative
-             *     offset, which no date-time could write back).
+             *     breaks the rule of every date-time (1.2.0): it must name an instant from
+             *     0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC (year 0000, or the last day
+             *     of 9999 with a negative offset, is out of range), and not a leap second.
              *     Takes nothing from the send quota, and announces it.
              */
             422: {
@@ -2492,9 +2655,10 @@ export interface operations {
                 };
             };
             /**
-             * @description The delivery was skipped, so never sent (`errors.delivery_id`, naming the reason it
-             *     was skipped), or this `event_id` was already recorded with different content (message
-             *     only). Nothing is recorded.
+             * @description The delivery was skipped, so never sent (the message names the reason it was
+             *     skipped), or this `event_id` was already recorded with different content. A message
+             *     only, as the interface spec has this error (1.2.0: the first no longer carries
+             *     `errors`). Nothing is recorded.
              */
             409: {
                 headers: {
@@ -2502,7 +2666,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["MessageOnlyError"];
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
@@ -2833,11 +2997,12 @@ export const droppedFieldValues: ReadonlyArray<FlattenedDeepRequired<components>
 export const deliveryStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeliveryState"]> = ["pending", "accepted", "failed", "skipped"];
 export const eventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventType"]> = ["received", "displayed", "opened", "dismissed"];
 export const healthStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["HealthStatus"]["status"]> = ["ok", "unavailable"];
-export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["notification.completed", "delivery.failed", "installation.invalidated", "event.reported"];
+export const webhookEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEventType"]> = ["notification.completed", "notification.cancelled", "delivery.failed", "installation.invalidated", "event.reported"];
 export const webhookAttemptOutcomeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookAttempt"]["outcome"]> = ["succeeded", "failed"];
 export const webhookEndpointStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookEndpoint"]["status"]> = ["enabled", "disabled"];
 export const webhookDeliveryStateValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["WebhookDeliveryState"]> = ["pending", "succeeded", "failed"];
 export const notificationCompletedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationCompletedEvent"]["type"]> = ["notification.completed"];
+export const notificationCancelledEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationCancelledEvent"]["type"]> = ["notification.cancelled"];
 export const deliveryFailedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeliveryFailedEvent"]["type"]> = ["delivery.failed"];
 export const installationInvalidatedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["InstallationInvalidatedEvent"]["type"]> = ["installation.invalidated"];
 export const eventReportedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventReportedEvent"]["type"]> = ["event.reported"];

@@ -21,6 +21,9 @@ type ForeignError = {
   status?: number;
   statusCode?: number;
   type?: string;
+  /** The body parser's: a charset it cannot decode; zlib's: the error number of a body it could not decompress. */
+  charset?: string;
+  errno?: number;
   errors?: ValidatorIssue[];
   headers?: Record<string, string>;
   message?: string;
@@ -53,10 +56,12 @@ function valueAt(req: Request, path: string | undefined): unknown {
   return value;
 }
 
-// The document's `not` rules (both the send's, stated by the domain too), by the object they apply to.
-const notRules: Record<string, [field: string, message: string]> = {
-  '/body': ['notification', nothingToShowMessage],
-  '/body/notification': ['notification.localizations', localizationsWithoutDefaultMessage],
+// The document's `not` rules (both the send's, stated by the domain too), by the object they apply
+// to, with the object whose content they judge: when that is not an object (`"notification": null`),
+// the rule says nothing true, and its type error says what is wrong.
+const notRules: Record<string, { field: string; message: string; judges: string }> = {
+  '/body': { field: 'notification', message: nothingToShowMessage, judges: '/body/notification' },
+  '/body/notification': { field: 'notification.localizations', message: localizationsWithoutDefaultMessage, judges: '/body/notification' },
 };
 
 const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -69,8 +74,7 @@ function requestFieldErrors(req: Request, issues: ValidatorIssue[]): FieldErrors
   for (const issue of issues) {
     if (issue.errorCode === 'not.openapi.validation') {
       const rule = notRules[issue.path ?? ''];
-      // A body that is not an object at all says so through its type error instead.
-      if (rule && isObject(req.body)) add(...rule);
+      if (rule && isObject(valueAt(req, rule.judges))) add(rule.field, rule.message);
       continue;
     }
     const field = fieldName(issue.path);
@@ -101,6 +105,12 @@ function unsupportedMediaType(contentType: string | undefined): string {
   return `Unsupported Content-Type: ${contentType || 'none'}; expected application/json.`;
 }
 
+/** The codings the body parser decodes on Node 24 (one, not a list of them). */
+const contentEncodings = 'gzip, deflate, br, zstd or identity';
+
+/** The body parser passes zlib's own error on ("incorrect header check"), which names no header. */
+const isUndecodableBody = (error: ForeignError) => error.type === undefined && typeof error.errno === 'number';
+
 /** Maps any thrown value to a status and the error body; null for a bug (500). */
 export function toHttpError(error: unknown, req: Request): HttpError | null {
   if (error instanceof HttpError) return error;
@@ -111,7 +121,17 @@ export function toHttpError(error: unknown, req: Request): HttpError | null {
   const status = foreign.status ?? foreign.statusCode;
   if (typeof status !== 'number' || status < 400 || status >= 500) return null;
   if (foreign.type === 'entity.parse.failed') return new HttpError(400, messages.badRequest);
+  if (foreign.type === 'encoding.unsupported') {
+    return new HttpError(415, `Unsupported Content-Encoding: ${req.get('content-encoding')}; expected one of ${contentEncodings}.`);
+  }
+  if (foreign.type === 'charset.unsupported') {
+    return new HttpError(415, `Unsupported charset in Content-Type: ${foreign.charset?.toLowerCase()}; expected utf-8.`);
+  }
   if (status === 415) return new HttpError(415, unsupportedMediaType(req.get('content-type')));
+  if (status === 400 && isUndecodableBody(foreign)) {
+    const encoding = req.get('content-encoding');
+    return new HttpError(400, `The Content-Encoding header says ${encoding}, but the body is not valid ${encoding} data.`);
+  }
   if (status === 400 && Array.isArray(foreign.errors) && foreign.errors.every(isRequestField)) {
     // The validator reports request validation as 400; the spec wants 422 with field errors.
     const errors = requestFieldErrors(req, foreign.errors);

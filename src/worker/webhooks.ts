@@ -92,12 +92,13 @@ async function attempt(context: WebhookContext, target: WebhookTarget, delivery:
   });
   const outcome = { deliveryId: delivery.deliveryId, statusCode: answer.statusCode, error: answer.error, responseExcerpt: answer.excerpt, attemptedAt };
   if (answer.ok) return { ...outcome, state: 'succeeded', reason: null, nextAttemptAt: null };
-  const next = new Date(Date.now() + webhookRetryDelaySeconds(delivery.attempts + 1, context.retryBaseSeconds) * 1000);
-  // Retried while the event is younger than the window; past it, given up.
-  if (next.getTime() > delivery.createdAt.getTime() + context.windowSeconds * 1000) {
-    return { ...outcome, state: 'failed', reason: 'expired', nextAttemptAt: null };
-  }
-  return { ...outcome, state: 'pending', reason: null, nextAttemptAt: next };
+  // Retried until the window ends: a backoff step that would pass its end is cut to a last attempt
+  // at the end; an attempt made once it has ended is the last.
+  const windowEnd = delivery.createdAt.getTime() + context.windowSeconds * 1000;
+  const now = Date.now();
+  if (now >= windowEnd) return { ...outcome, state: 'failed', reason: 'expired', nextAttemptAt: null };
+  const next = Math.min(now + webhookRetryDelaySeconds(delivery.attempts + 1, context.retryBaseSeconds) * 1000, windowEnd);
+  return { ...outcome, state: 'pending', reason: null, nextAttemptAt: new Date(next) };
 }
 
 /** The endpoint's `last_attempt`: the round's last request. */

@@ -92,12 +92,12 @@ describe('fitToPlatform', () => {
     expect(payloadBytes(exact, platform)).toBe(limit);
     expect(fitToPlatform(exact, platform).truncation).toBeNull();
     const over = content({ title: 'Hello', body: 'b'.repeat(limit - base + 1) });
-    expect(fitToPlatform(over, platform).truncation).toEqual({ title: null, body: limit - base - 3, dropped: [] });
+    expect(fitToPlatform(over, platform).truncation).toEqual({ title: null, body: limit - base - 3, dropped: [], badge: null });
   });
 
   test.each(platforms)('an ASCII body of 4096 characters is cut, the title kept whole (%s)', (platform) => {
     const { fitted, truncation } = expectValidCut(content({ title: 'Hello', body: 'b'.repeat(4096) }), platform);
-    expect(truncation).toEqual({ title: null, body: expect.any(Number), dropped: [] });
+    expect(truncation).toEqual({ title: null, body: expect.any(Number), dropped: [], badge: null });
     expect(truncation.body).toBeGreaterThan(3800);
     expect(fitted.notification.title).toBe('Hello');
     // Nothing wasted: the payload is within the 3 bytes of one ellipsis of the limit.
@@ -147,7 +147,7 @@ describe('fitToPlatform', () => {
 
   test.each(platforms)('all four fields at their limits: image_url is dropped, then the text gets the room back (%s)', (platform) => {
     const { fitted, truncation } = expectValidCut(atLimits, platform);
-    expect(truncation).toEqual({ title: null, body: expect.any(Number), dropped: ['image_url'] });
+    expect(truncation).toEqual({ title: null, body: expect.any(Number), dropped: ['image_url'], badge: null });
     expect(truncation.body).toBeGreaterThan(1500);
     expect(fitted.notification.action_url).toBe(atLimits.notification.action_url);
     if (platform === 'ios') {
@@ -171,7 +171,7 @@ describe('fitToPlatform', () => {
   test.each(platforms)('only the URLs that exist are dropped, and the text is not cut when dropping one is enough (%s)', (platform) => {
     const data = { blob: 'x'.repeat(2000) };
     const { truncation } = expectValidCut(content({ title: 'Hi', body: 'Short', action_url: url(2048) }, { data }), platform);
-    expect(truncation).toEqual({ title: null, body: null, dropped: ['action_url'] });
+    expect(truncation).toEqual({ title: null, body: null, dropped: ['action_url'], badge: null });
   });
 
   test('the cut is per platform: each is measured on its own payload', () => {
@@ -179,12 +179,12 @@ describe('fitToPlatform', () => {
     const data = { nested: { text: '"'.repeat(800) } };
     const push = content({ title: 'Hi', body: 'b'.repeat(1500) }, { data });
     expect(fitToPlatform(push, 'ios').truncation).toBeNull();
-    expect(fitToPlatform(push, 'android').truncation).toEqual({ title: null, body: expect.any(Number), dropped: [] });
+    expect(fitToPlatform(push, 'android').truncation).toEqual({ title: null, body: expect.any(Number), dropped: [], badge: null });
   });
 
   test('a data-only push with URLs too large drops them and cuts nothing', () => {
     const push = content({ image_url: url(2048), action_url: url(2048) }, { data: { sync: 'inbox' } });
-    expect(fitToPlatform(push, 'ios').truncation).toEqual({ title: null, body: null, dropped: ['image_url'] });
+    expect(fitToPlatform(push, 'ios').truncation).toEqual({ title: null, body: null, dropped: ['image_url'], badge: null });
   });
 
   test('deterministic: the fanout and the deliver job get the same content', () => {
@@ -342,7 +342,7 @@ describe('contentFor', () => {
     expect(fitToPlatform(contentFor(long, null), 'ios').truncation).toBeNull();
     for (const platform of platforms) {
       const { truncation } = expectValidCut(contentFor(long, 'fr'), platform);
-      expect(truncation).toEqual({ title: null, body: expect.any(Number), dropped: [] });
+      expect(truncation).toEqual({ title: null, body: expect.any(Number), dropped: [], badge: null });
     }
   });
 });

@@ -46,55 +46,65 @@ export function ApplicationView() {
         </div>
       </dl>
       <h2>Send quota</h2>
-      <p class="quota">
-        <strong>{formatNumber(app.send_policy.quota)}</strong> sends per <strong>{formatNumber(app.send_policy.window_seconds)} s</strong>{' '}
-        <span class="detail">(a send past it is answered 429 with Retry-After; change it with <code>herald apps limit</code>)</span>
-      </p>
+      {app.send_policy ? (
+        <p class="quota">
+          <strong>{formatNumber(app.send_policy.quota)}</strong> sends per <strong>{formatNumber(app.send_policy.window_seconds)} s</strong>{' '}
+          <span class="detail">(a send past it is answered 429 with Retry-After; change it with <code>herald apps limit</code>)</span>
+        </p>
+      ) : (
+        <p class="detail">Shown to a token with notifications:send.</p>
+      )}
       <h2>Credentials</h2>
-      <table class="data">
-        <thead>
-          <tr>
-            <th scope="col">Platform</th>
-            <th scope="col">Health</th>
-            <th scope="col">Since</th>
-            <th scope="col">Reason</th>
-            <th scope="col">Set</th>
-            <th scope="col">What it means</th>
-          </tr>
-        </thead>
-        <tbody>
-          {(['ios', 'android'] as const).map((platform) => {
-            const status = app.credentials[platform];
-            return (
-              <tr key={platform}>
-                <th scope="row">{platformNames[platform]}</th>
-                <td>
-                  <Badge value={status.status} />
-                </td>
-                <td class="nowrap">{formatDate(status.since)}</td>
-                <td>{status.reason ?? ''}</td>
-                <td class="nowrap">{formatDate(status.updated_at)}</td>
-                <td>
-                  {advice[status.status]}
-                  {status.status === 'unverified' ? (
-                    <>
-                      {' '}
-                      Ask the provider now with <code>herald credentials check --app {app.id}</code>.
-                    </>
-                  ) : null}
-                  {status.status === 'not_configured' || status.status === 'unhealthy' ? (
-                    <>
-                      {' '}
-                      Set them with <code>{setCommand[platform]} --app {app.id}</code>.
-                    </>
-                  ) : null}
-                </td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
+      {app.credentials ? <CredentialsTable app={app} credentials={app.credentials} /> : <p class="detail">Shown to a token with notifications:send or notifications:read.</p>}
       <WebhooksSection />
     </section>
+  );
+}
+
+function CredentialsTable({ app, credentials }: { app: { id: string }; credentials: Record<'ios' | 'android', ProviderStatus> }) {
+  return (
+    <table class="data">
+      <thead>
+        <tr>
+          <th scope="col">Platform</th>
+          <th scope="col">Health</th>
+          <th scope="col">Since</th>
+          <th scope="col">Reason</th>
+          <th scope="col">Set</th>
+          <th scope="col">What it means</th>
+        </tr>
+      </thead>
+      <tbody>
+        {(['ios', 'android'] as const).map((platform) => {
+          const status = credentials[platform];
+          return (
+            <tr key={platform}>
+              <th scope="row">{platformNames[platform]}</th>
+              <td>
+                <Badge value={status.status} />
+              </td>
+              <td class="nowrap">{formatDate(status.since)}</td>
+              <td>{status.reason ?? ''}</td>
+              <td class="nowrap">{formatDate(status.updated_at)}</td>
+              <td>
+                {advice[status.status]}
+                {status.status === 'unverified' ? (
+                  <>
+                    {' '}
+                    Ask the provider now with <code>herald credentials check --app {app.id}</code>.
+                  </>
+                ) : null}
+                {status.status === 'not_configured' || status.status === 'unhealthy' ? (
+                  <>
+                    {' '}
+                    Set them with <code>{setCommand[platform]} --app {app.id}</code>.
+                  </>
+                ) : null}
+              </td>
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
   );
 }

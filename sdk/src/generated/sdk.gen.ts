@@ -41,7 +41,8 @@ export const listInstallations = <ThrowOnError extends boolean = false>(options:
  * Delete an installation
  *
  * Removes the installation: later sends skip it, and reading, updating or deleting it
- * again gives 404. Registering it again creates a new one (201).
+ * again gives 404. Registering it again creates a new one (201). An id no installation
+ * can have (over 255 characters) is 404 (1.2.0; was 422).
  *
  */
 export const deleteInstallation = <ThrowOnError extends boolean = false>(options: Options<DeleteInstallationData, ThrowOnError>): RequestResult<DeleteInstallationResponses, DeleteInstallationErrors, ThrowOnError> => (options.client ?? client).delete<DeleteInstallationResponses, DeleteInstallationErrors, ThrowOnError>({
@@ -54,7 +55,8 @@ export const deleteInstallation = <ThrowOnError extends boolean = false>(options
  * Get an installation
  *
  * Returns an installation of the authenticated application. Another application's
- * installation is 404, never 403.
+ * installation is 404, never 403, and so is an id no installation can have (1.2.0: one
+ * over 255 characters is 404, not 422).
  *
  */
 export const getInstallation = <ThrowOnError extends boolean = false>(options: Options<GetInstallationData, ThrowOnError>): RequestResult<GetInstallationResponses, GetInstallationErrors, ThrowOnError> => (options.client ?? client).get<GetInstallationResponses, GetInstallationErrors, ThrowOnError>({
@@ -301,7 +303,10 @@ export const listWebhookDeliveries = <ThrowOnError extends boolean = false>(opti
  * abilities, the send rate limit in force, and for each platform whether provider
  * credentials are configured and how the provider last answered them. Any valid token
  * may read it (no ability needed): an integration can check what its token allows and
- * whether pushes can go out before it sends.
+ * whether pushes can go out before it sends. (1.2.0) Each token sees what concerns its
+ * abilities: `send_policy` only with `notifications:send`, `credentials` only with
+ * `notifications:send` or `notifications:read`; a mobile app's token (which can be
+ * extracted from the app) sees its application and its own abilities only.
  *
  */
 export const getApp = <ThrowOnError extends boolean = false>(options?: Options<GetAppData, ThrowOnError>): RequestResult<GetAppResponses, GetAppErrors, ThrowOnError> => (options?.client ?? client).get<GetAppResponses, GetAppErrors, ThrowOnError>({

@@ -4,7 +4,7 @@ export type ClientOptions = {
     baseUrl: `${string}://${string}` | (string & {});
 };
 
-export type Webhooks = PostNotificationCompletedWebhookRequest | PostDeliveryFailedWebhookRequest | PostInstallationInvalidatedWebhookRequest | PostEventReportedWebhookRequest;
+export type Webhooks = PostNotificationCompletedWebhookRequest | PostNotificationCancelledWebhookRequest | PostDeliveryFailedWebhookRequest | PostInstallationInvalidatedWebhookRequest | PostEventReportedWebhookRequest;
 
 /**
  * The body of every error answer.
@@ -15,6 +15,16 @@ export type Error = {
      */
     message: string;
     errors?: FieldErrors;
+};
+
+/**
+ * An error answer with a message and nothing else.
+ */
+export type MessageOnlyError = {
+    /**
+     * Human-readable summary.
+     */
+    message: string;
 };
 
 /**
@@ -282,7 +292,9 @@ export type NotificationActionUrl = string | null;
 export type NotificationOptions = {
     /**
      * (1.1.0) When to send: an RFC 3339 date-time with its offset, any time ahead (up to
-     * 9999-12-31T23:59:59.999Z in UTC). Absent or not in the future: now. Until then the
+     * 9999-12-31T23:59:59.999Z in UTC). Absent or not in the future: now. (1.2.0) Like every
+     * date-time Herald takes, it must name an instant of years 0001 to 9999 in UTC and not a
+     * leap second, even in the past (year 0000 is refused, not read as now). Until then the
      * notification is `queued` with `scheduled_for` set, and can be cancelled; its fanout
      * is queued with it, in the same transaction, so a restart neither loses nor doubles
      * it. `ttl` counts from this time.
@@ -306,7 +318,10 @@ export type NotificationOptions = {
     collapse_id?: string;
     sound?: string;
     /**
-     * App icon badge (iOS).
+     * App icon badge (APNs `aps.badge`, FCM `notification_count`). Any integer from 0 is
+     * accepted; (1.2.0) one over 2147483647 (the largest FCM's 32-bit field holds) is pushed
+     * as 2147483647 on both platforms, and each delivery records it in `truncation.badge`.
+     *
      */
     badge?: number;
     android_channel_id?: string;
@@ -518,7 +533,7 @@ export type Delivery = {
      * How this platform's push was cut to fit the provider's 4096-byte limit; null when it
      * is sent whole (and for skipped deliveries). The cut is the same for every delivery
      * of a notification on one platform in one localization (`locale`), and is exactly
-     * what the push carried.
+     * what the push carried. (1.2.0) A badge brought within range is recorded here too.
      *
      */
     truncation: {
@@ -538,6 +553,13 @@ export type Delivery = {
          *
          */
         dropped: Array<DroppedField>;
+        /**
+         * (1.2.0) The badge pushed when `options.badge` was over 2147483647, the largest
+         * FCM's 32-bit `notification_count` holds: 2147483647; null when the badge (if any)
+         * was pushed as given.
+         *
+         */
+        badge: number | null;
     } | null;
     created_at: string;
     last_attempt_at: string | null;
@@ -593,7 +615,10 @@ export type EventCreate = {
     installation_id: string;
     type: EventType;
     /**
-     * When it happened on the device.
+     * When it happened on the device. (1.2.0) Like every date-time Herald takes, an
+     * instant of years 0001 to 9999 in UTC and not a leap second (422 otherwise); within
+     * that, the device's clock is recorded as it reported it.
+     *
      */
     occurred_at: string;
 };
@@ -623,14 +648,15 @@ export type HealthStatus = {
 
 /**
  * `notification.completed`: a notification's fanout ended (status `completed`, `partial` or
- * `failed`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
+ * `failed`), with its statistics. `notification.cancelled` (1.2.0): a cancel ended a
+ * notification (status `cancelled`), with its statistics. `delivery.failed`: a delivery ended `failed` (the
  * provider refused it, it expired, or the provider refused the credentials).
  * `installation.invalidated`: a provider declared an installation's push identifier dead.
  * `event.reported`: the app reported a delivery event that Herald recorded (201; not a
  * replay of an `event_id`).
  *
  */
-export type WebhookEventType = 'notification.completed' | 'delivery.failed' | 'installation.invalidated' | 'event.reported';
+export type WebhookEventType = 'notification.completed' | 'notification.cancelled' | 'delivery.failed' | 'installation.invalidated' | 'event.reported';
 
 /**
  * The endpoint's last delivery attempt.
@@ -777,6 +803,21 @@ export type NotificationCompletedEvent = {
 };
 
 /**
+ * (1.2.0) A cancel ended a notification; `data.notification` is the notification as `GET /api/v1/notifications/{id}` shows it at that moment, status `cancelled`.
+ */
+export type NotificationCancelledEvent = {
+    /**
+     * The event's id, the same in every attempt and for every endpoint; de-duplicate by it.
+     */
+    id: string;
+    type: 'notification.cancelled';
+    created_at: string;
+    data: {
+        notification: Notification;
+    };
+};
+
+/**
  * A delivery ended `failed`; `data.delivery` is the delivery as the deliveries list shows it, with `reason`.
  */
 export type DeliveryFailedEvent = {
@@ -824,6 +865,8 @@ export type EventReportedEvent = {
 export type WebhookEvent = ({
     type: 'notification.completed';
 } & NotificationCompletedEvent) | ({
+    type: 'notification.cancelled';
+} & NotificationCancelledEvent) | ({
     type: 'delivery.failed';
 } & DeliveryFailedEvent) | ({
     type: 'installation.invalidated';
@@ -875,16 +918,23 @@ export type Application = {
         abilities: Array<Ability>;
     };
     /**
-     * The send rate limit in force for this application (fixed window).
+     * The send rate limit in force for this application (fixed window). (1.2.0) Present
+     * only for a token with `notifications:send`.
+     *
      */
-    send_policy: {
+    send_policy?: {
         /**
          * Sends accepted per window.
          */
         quota: number;
         window_seconds: number;
     };
-    credentials: {
+    /**
+     * Each platform's provider credentials as the workers last found them. (1.2.0)
+     * Present only for a token with `notifications:send` or `notifications:read`.
+     *
+     */
+    credentials?: {
         ios: ProviderStatus;
         android: ProviderStatus;
     };
@@ -898,6 +948,13 @@ export type ApplicationEnvelope = {
  * The client-generated, stable identifier of the installation.
  */
 export type InstallationId = string;
+
+/**
+ * The client-generated identifier of the installation to read or delete. Any text: an id
+ * no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
+ *
+ */
+export type InstallationIdLookup = string;
 
 /**
  * The notification's `id`.
@@ -974,7 +1031,9 @@ export type ListInstallationsData = {
 
 export type ListInstallationsErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1013,7 +1072,9 @@ export type DeleteInstallationData = {
     body?: never;
     path: {
         /**
-         * The client-generated, stable identifier of the installation.
+         * The client-generated identifier of the installation to read or delete. Any text: an id
+         * no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
+         *
          */
         installationId: string;
     };
@@ -1023,7 +1084,9 @@ export type DeleteInstallationData = {
 
 export type DeleteInstallationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1039,7 +1102,7 @@ export type DeleteInstallationErrors = {
      */
     404: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A query parameter this operation does not take.
      */
     422: ValidationError;
     /**
@@ -1066,7 +1129,9 @@ export type GetInstallationData = {
     body?: never;
     path: {
         /**
-         * The client-generated, stable identifier of the installation.
+         * The client-generated identifier of the installation to read or delete. Any text: an id
+         * no installation can have (over 255 characters, or with U+0000) finds none, so it is 404.
+         *
          */
         installationId: string;
     };
@@ -1076,7 +1141,9 @@ export type GetInstallationData = {
 
 export type GetInstallationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1092,7 +1159,7 @@ export type GetInstallationErrors = {
      */
     404: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A query parameter this operation does not take.
      */
     422: ValidationError;
     /**
@@ -1129,7 +1196,9 @@ export type UpdateInstallationData = {
 
 export type UpdateInstallationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1149,7 +1218,9 @@ export type UpdateInstallationErrors = {
      */
     413: Error;
     /**
-     * The request body is not `application/json`.
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     *
      */
     415: Error;
     /**
@@ -1190,7 +1261,9 @@ export type RegisterInstallationData = {
 
 export type RegisterInstallationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1206,7 +1279,9 @@ export type RegisterInstallationErrors = {
      */
     413: Error;
     /**
-     * The request body is not `application/json`.
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     *
      */
     415: Error;
     /**
@@ -1261,7 +1336,9 @@ export type ListNotificationsData = {
 
 export type ListNotificationsErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1316,7 +1393,9 @@ export type SendNotificationData = {
 
 export type SendNotificationErrors = {
     /**
-     * The body is not valid JSON. Takes nothing from the send quota, and announces it.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so). Takes nothing from the send quota, and announces it.
+     *
      */
     400: Error;
     /**
@@ -1340,7 +1419,10 @@ export type SendNotificationErrors = {
      */
     413: Error;
     /**
-     * The request body is not `application/json`. Takes nothing from the send quota, and announces it.
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     * Takes nothing from the send quota, and announces it.
+     *
      */
     415: Error;
     /**
@@ -1350,8 +1432,9 @@ export type SendNotificationErrors = {
      * localization's tag is not a BCP 47 language tag or repeats another in other letter
      * case, there are more than 50 localizations, or there are localizations without a
      * default title or body (`errors["notification.localizations"]`), or `options.send_at`
-     * is after 9999-12-31T23:59:59.999Z in UTC (a date-time of the last day with a negative
-     * offset, which no date-time could write back).
+     * breaks the rule of every date-time (1.2.0): it must name an instant from
+     * 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC (year 0000, or the last day
+     * of 9999 with a negative offset, is out of range), and not a leap second.
      * Takes nothing from the send quota, and announces it.
      *
      */
@@ -1396,7 +1479,9 @@ export type GetNotificationData = {
 
 export type GetNotificationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1412,7 +1497,7 @@ export type GetNotificationErrors = {
      */
     404: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A path parameter breaks its constraints (an id that is not a UUID), or a query parameter is not taken.
      */
     422: ValidationError;
     /**
@@ -1449,7 +1534,9 @@ export type CancelNotificationData = {
 
 export type CancelNotificationErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1469,7 +1556,7 @@ export type CancelNotificationErrors = {
      */
     409: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A path parameter breaks its constraints (an id that is not a UUID), or a query parameter is not taken.
      */
     422: ValidationError;
     /**
@@ -1536,7 +1623,9 @@ export type ListDeliveriesData = {
 
 export type ListDeliveriesErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1589,7 +1678,9 @@ export type GetNotificationBreakdownData = {
 
 export type GetNotificationBreakdownErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1605,7 +1696,7 @@ export type GetNotificationBreakdownErrors = {
      */
     404: Error;
     /**
-     * A path parameter breaks its constraints (too long, or not a UUID).
+     * A path parameter breaks its constraints (an id that is not a UUID), or a query parameter is not taken.
      */
     422: ValidationError;
     /**
@@ -1637,7 +1728,9 @@ export type ReportEventData = {
 
 export type ReportEventErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1655,18 +1748,21 @@ export type ReportEventErrors = {
      */
     404: Error;
     /**
-     * The delivery was skipped, so never sent (`errors.delivery_id`, naming the reason it
-     * was skipped), or this `event_id` was already recorded with different content (message
-     * only). Nothing is recorded.
+     * The delivery was skipped, so never sent (the message names the reason it was
+     * skipped), or this `event_id` was already recorded with different content. A message
+     * only, as the interface spec has this error (1.2.0: the first no longer carries
+     * `errors`). Nothing is recorded.
      *
      */
-    409: Error;
+    409: MessageOnlyError;
     /**
      * The request body is larger than the server accepts.
      */
     413: Error;
     /**
-     * The request body is not `application/json`.
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     *
      */
     415: Error;
     /**
@@ -1766,7 +1862,9 @@ export type ListWebhookDeliveriesData = {
 
 export type ListWebhookDeliveriesErrors = {
     /**
-     * The body is not valid JSON, or the path cannot be percent-decoded.
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
      */
     400: Error;
     /**
@@ -1927,6 +2025,15 @@ export type PostNotificationCompletedWebhookPayload = NotificationCompletedEvent
 export type PostNotificationCompletedWebhookRequest = {
     body: PostNotificationCompletedWebhookPayload;
     key: 'notification.completed';
+    path?: never;
+    query?: never;
+};
+
+export type PostNotificationCancelledWebhookPayload = NotificationCancelledEvent;
+
+export type PostNotificationCancelledWebhookRequest = {
+    body: PostNotificationCancelledWebhookPayload;
+    key: 'notification.cancelled';
     path?: never;
     query?: never;
 };

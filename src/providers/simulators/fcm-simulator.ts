@@ -294,7 +294,9 @@ function validate(body: unknown): Violation | undefined {
       if (!isObject(notification)) return invalidValue('message.android.notification', 'type.googleapis.com/google.firebase.fcm.v1.AndroidNotification', notification);
       const unknownKey = unknownField(notification, androidNotificationFields, 'message.android.notification');
       if (unknownKey) return unknownKey;
-      if (notification.notification_count !== undefined && !Number.isInteger(notification.notification_count)) {
+      const count = notification.notification_count;
+      // A protobuf int32, as FCM parses it: a number past its range is refused like a non-integer.
+      if (count !== undefined && !(Number.isInteger(count) && Math.abs(count as number) <= 2 ** 31 - 1)) {
         return invalidValue('message.android.notification.notification_count', 'TYPE_INT32', notification.notification_count);
       }
     }
