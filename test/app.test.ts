@@ -92,7 +92,8 @@ test('a query parameter is 422', async () => {
 
 test("the application's own send policy, set with `herald apps limit`, replaces the default; --default brings it back", async () => {
   const application = await pipeline.harness.newApplication('limited');
-  const token = await application.token(['events:write']);
+  // The policy is shown to a token that may send.
+  const token = await application.token(['notifications:send']);
   await setSendPolicy(em(), application.id, { quota: 7, windowSeconds: 30 });
   expect((await getApp(token).expect(200)).body.data.send_policy).toEqual({ quota: 7, window_seconds: 30 });
   // The quota in force is the one a send is held to.
