@@ -7,6 +7,7 @@ export default {
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  testSequencer: '<rootDir>/test/support/sequencer.js',
   testTimeout: 30000,
   // Tests wait on Postgres, providers and spawned processes more than they use the CPU: three
   // files at once keep both cores busier than two did.

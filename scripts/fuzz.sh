@@ -4,7 +4,7 @@
 # schemathesis.toml (all phases, all checks, fixed seed). The server and the database are stopped
 # and removed at the end, whatever happens.
 #
-# Usage: scripts/fuzz.sh MAX_EXAMPLES [schemathesis run options...]   (make fuzz-ci: 200, make fuzz: 1000)
+# Usage: scripts/fuzz.sh MAX_EXAMPLES [schemathesis run options...]   (make fuzz-ci: 100, make fuzz: 1000)
 # e.g. scripts/fuzz.sh 300 --seed 7 --continue-on-failure to explore; FUZZ_CONFIG=file for another config.
 # Database: a new one on DATABASE_URL's server when it is set, dropped at the end; otherwise an
 # embedded Postgres in a temporary HERALD_DATA_DIR on a free port.

@@ -32,13 +32,11 @@ if "$make" --no-print-directory install \
   && { "$make" --no-print-directory fuzz-env >"$fuzz_env_log" 2>&1 & fuzz_env_pid=$!; } \
   && "$make" --no-print-directory codegen-check \
   && "$make" --no-print-directory -j2 --output-sync=target lint typecheck build dashboard browser; then
+  # A failed install is shown here; make fuzz-ci then tries it again, and says why it failed.
+  wait "$fuzz_env_pid" || cat "$fuzz_env_log"
   # The fuzz runs beside jest: its own server and database, and mostly one core, which jest alone
   # leaves idle for much of its run. Its output is kept and shown once jest is done.
-  {
-    # A failed install is shown here; make fuzz-ci then tries it again, and says why it failed.
-    wait "$fuzz_env_pid" || cat "$fuzz_env_log"
-    "$make" --no-print-directory fuzz-ci
-  } >"$fuzz_log" 2>&1 &
+  "$make" --no-print-directory fuzz-ci >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
   "$make" --no-print-directory unit
   jest_exit=$?
