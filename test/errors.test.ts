@@ -358,10 +358,16 @@ describe('characters Postgres cannot store', () => {
     expect(count).toBe(0);
   });
 
-  test('a NUL character in a path parameter is 422, not a 500', async () => {
-    const res = await request(harness.app).get('/api/v1/installations/a%00b').set('Authorization', auth());
-    expect(res.status).toBe(422);
-    expect(res.body.errors).toHaveProperty('installationId');
+  test('a NUL character in a path parameter is never a 500: 422 where the id would be stored, 404 where it is only looked up', async () => {
+    const put = await request(harness.app)
+      .put('/api/v1/installations/a%00b')
+      .set('Authorization', auth())
+      .send({ platform: 'ios', provider: { identifier: 'token' } });
+    expect(put.status).toBe(422);
+    expect(put.body.errors).toHaveProperty('installationId');
+    // No installation can have such an id: a lookup names none (the spec lists 404 there).
+    const get = await request(harness.app).get('/api/v1/installations/a%00b').set('Authorization', auth());
+    expect(get.status).toBe(404);
   });
 });
 
