@@ -408,12 +408,17 @@ describe('limits', () => {
     expect((await get(id)).status).toBe(200);
   });
 
-  test('installationId of 256 characters is 422 on every operation', async () => {
+  test('installationId of 256 characters is 422 where it would be stored (PUT, PATCH), 404 where it is looked up (GET, DELETE)', async () => {
     const id = `${newId('over')}-`.padEnd(256, 'x');
     expect(id).toHaveLength(256);
-    for (const res of [await put(id, valid), await patch(id, { user_id: 'u' }), await get(id), await del(id)]) {
+    for (const res of [await put(id, valid), await patch(id, { user_id: 'u' })]) {
       expect(res.status).toBe(422);
       expect(Object.keys(res.body.errors)).toEqual(['installationId']);
+    }
+    // No installation can have that id: the spec lists 401/403/404 for these.
+    for (const res of [await get(id), await del(id)]) {
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({ message: 'Not Found' });
     }
   });
 
@@ -500,12 +505,13 @@ describe('limits', () => {
     expect(await rowsFor(id)).toHaveLength(0);
   });
 
-  test('a NUL character in installationId is 422 keyed installationId on every operation', async () => {
+  test('a NUL character in installationId is 422 keyed installationId where it would be stored, 404 where it is looked up', async () => {
     const id = 'phone\u0000one';
-    for (const res of [await put(id, valid), await patch(id, { user_id: 'u' }), await get(id), await del(id)]) {
+    for (const res of [await put(id, valid), await patch(id, { user_id: 'u' })]) {
       expect(res.status).toBe(422);
       expect(Object.keys(res.body.errors)).toEqual(['installationId']);
     }
+    for (const res of [await get(id), await del(id)]) expect(res.status).toBe(404);
   });
 
   test('a NUL character in a PATCH user_id is 422 and changes nothing', async () => {
