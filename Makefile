@@ -96,7 +96,9 @@ clean:
 	rm -rf node_modules $(BOOTSTRAP) .herald .venv reports build dist sdk/dist
 
 # The SDK package's build (sdk/dist: ESM, CommonJS, type declarations; tsup, see sdk/tsup.config.ts).
-# `npm pack` in sdk/ runs it too, so a packed tarball is always built from the current source.
+# `npm pack` and `npm publish` in sdk/ run it too (the package's prepack script), so a packed tarball
+# is always built from the current source. Its tools are the repository's devDependencies, not the
+# package's (which has none): on a fresh clone, `install` fetches them first.
 sdk-build: install
 	cd sdk && tsup
 

@@ -1,10 +1,10 @@
-// The SDK as an integrator meets it: `npm pack` in sdk/, the tarball installed into a fresh project
-// outside the repository, a strict TypeScript program type-checked against it under nodenext (ESM
+// The SDK as an integrator meets it: `npm pack` in sdk/ of a fresh copy of the checkout (nothing
+// installed, as on a fresh clone), the tarball installed into a fresh project outside the repository, a strict TypeScript program type-checked against it under nodenext (ESM
 // and CommonJS) and bundler resolution, and a program run against a live Herald (API, workers and
 // provider simulators) as ESM and as CommonJS, on Node 24 and on the system's Node 20.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,12 +17,24 @@ import { startPipeline, type Pipeline } from './support/fanout.ts';
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL('..', import.meta.url));
-const sdkDir = path.join(repo, 'sdk');
 const systemNode = '/usr/bin/node';
 const documentVersion = (parse(readFileSync(path.join(repo, 'openapi/openapi.yaml'), 'utf8')) as { info: { version: string } }).info.version;
 
 // Child processes get a plain environment: not jest's NODE_OPTIONS.
 const childEnv = (extra: Record<string, string> = {}) => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), ...extra });
+
+/**
+ * A fresh clone of this checkout: its files as they are now (tracked, and new ones not ignored), and
+ * nothing the repository's install or builds make (node_modules, dist, build).
+ */
+async function freshClone(into: string): Promise<string> {
+  const { stdout } = await run('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: repo, maxBuffer: 16 * 1024 * 1024 });
+  for (const file of stdout.split('\0').filter(Boolean)) {
+    // A tracked file deleted in the working tree is not part of it.
+    if (existsSync(path.join(repo, file))) cpSync(path.join(repo, file), path.join(into, file), { recursive: true });
+  }
+  return into;
+}
 
 let workdir: string;
 let project: string;
@@ -33,8 +45,16 @@ let baseUrl: string;
 
 beforeAll(async () => {
   workdir = mkdtempSync(path.join(tmpdir(), 'herald-sdk-'));
-  // npm pack builds first (the package's prepack script), as it would for a release.
-  await run('npm', ['pack', '--pack-destination', workdir], { cwd: sdkDir, env: childEnv() });
+  // The README's command on a fresh clone, from a shell whose PATH has none of the repository's tools:
+  // npm pack builds first (the package's prepack script), installing them on the way. Packages come
+  // from npm's cache when it has them.
+  const clone = await freshClone(path.join(workdir, 'clone'));
+  const systemPath = (process.env.PATH ?? '').split(path.delimiter).filter((dir) => !dir.includes('node_modules')).join(path.delimiter);
+  await run('npm', ['pack', '--pack-destination', workdir], {
+    cwd: path.join(clone, 'sdk'),
+    env: childEnv({ PATH: systemPath, npm_config_prefer_offline: 'true' }),
+    maxBuffer: 16 * 1024 * 1024,
+  });
   tarball = path.join(workdir, `herald-sdk-${documentVersion}.tgz`);
 
   project = path.join(workdir, 'project');
@@ -47,7 +67,7 @@ beforeAll(async () => {
     const listening = pipeline.harness.app.listen(0, '127.0.0.1', () => resolve(listening));
   });
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}, 180_000);
+}, 360_000);
 
 afterAll(async () => {
   server?.closeAllConnections();
