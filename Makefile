@@ -135,6 +135,14 @@ bench-schedule: install build
 bench-retention: install
 	node bench/retention.ts
 
+# The user-deliveries benchmark (bench/user-deliveries.ts): GET /api/v1/deliveries?user_id= pages
+# (first, deep, empty) through the real app with 10 million deliveries in the table (target p99 ≤ 50
+# ms), and the time to build their index plainly and concurrently; on a fresh database on
+# DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
+.PHONY: bench-user-deliveries
+bench-user-deliveries: install
+	node bench/user-deliveries.ts
+
 # The API benchmark (bench/api.ts): Herald's API hot paths (PUT/PATCH/GET installation, POST event,
 # GET notification and the list) under autocannon, against a bare express + pg ceiling doing the same
 # work (bench/api-ceiling.ts) on the same tables, alternating rounds (Herald/ceiling req/s ≥ 0.6);
