@@ -99,7 +99,9 @@ clean:
 	rm -rf node_modules $(BOOTSTRAP) .herald .venv reports build dist sdk/dist
 
 # The SDK package's build (sdk/dist: ESM, CommonJS, type declarations; tsup, see sdk/tsup.config.ts).
-# `npm pack` in sdk/ runs it too, so a packed tarball is always built from the current source.
+# `npm pack` and `npm publish` in sdk/ run it too (the package's prepack script), so a packed tarball
+# is always built from the current source. Its tools are the repository's devDependencies, not the
+# package's (which has none): on a fresh clone, `install` fetches them first.
 sdk-build: install
 	cd sdk && tsup
 
@@ -135,6 +137,14 @@ bench-schedule: install build
 .PHONY: bench-retention
 bench-retention: install
 	node bench/retention.ts
+
+# The user-deliveries benchmark (bench/user-deliveries.ts): GET /api/v1/deliveries?user_id= pages
+# (first, deep, empty) through the real app with 10 million deliveries in the table (target p99 ≤ 50
+# ms), and the time to build their index plainly and concurrently; on a fresh database on
+# DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
+.PHONY: bench-user-deliveries
+bench-user-deliveries: install
+	node bench/user-deliveries.ts
 
 # The API benchmark (bench/api.ts): Herald's API hot paths (PUT/PATCH/GET installation, POST event,
 # GET notification and the list) under autocannon, against a bare express + pg ceiling doing the same

@@ -67,6 +67,7 @@ const operations: Operation[] = [
     path: '/api/v1/notifications/0192f6c1-0000-7000-8000-000000000000/deliveries',
     ability: 'notifications:read',
   },
+  { name: 'listUserDeliveries', method: 'get', path: '/api/v1/deliveries?user_id=auth-user', ability: 'notifications:read' },
   { name: 'listWebhooks', method: 'get', path: '/api/v1/webhooks', ability: 'notifications:read' },
   {
     name: 'listWebhookDeliveries',

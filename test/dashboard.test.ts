@@ -108,6 +108,10 @@ async function report(app: PipelineApplication, delivery: { id: string; installa
 }
 
 const deliveryRows = (page: Page) => page.locator('section[aria-labelledby="deliveries-heading"] table tbody tr');
+const userDeliveryRows = (page: Page) => page.locator('section[aria-labelledby="user-deliveries-heading"] tbody tr');
+
+/** Whether the page is no wider than the window: wide tables scroll inside their box, not the page. */
+const fitsWindow = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
 
 describe('an operator with a server token', () => {
   let app: PipelineApplication;
@@ -206,7 +210,7 @@ describe('an operator with a server token', () => {
     const text = await installations.allInnerTexts();
     expect(text.join('\n')).toMatch(/ann-tablet[\s\S]*android[\s\S]*active[\s\S]*authorized/);
     expect(text.join('\n')).toMatch(/ann-phone[\s\S]*ios[\s\S]*iPhone16,2 · OS 18.1/);
-    const recent = page.locator('section[aria-labelledby="recent-heading"] tbody tr');
+    const recent = userDeliveryRows(page);
     await eventually(async () => (await recent.count()) === 2, "ann's two deliveries");
     expect((await recent.allInnerTexts()).join('\n')).toMatch(/Your order has shipped[\s\S]*accepted/);
     expect(page.url()).toBe(`${base}/dashboard#/users/ann`);
@@ -242,7 +246,7 @@ test('a new application: every view says what to do next', async () => {
   await page.getByLabel('User id').fill('nobody');
   await page.getByRole('button', { name: 'Look up' }).click();
   await page.getByText('No installation is registered for nobody.').waitFor();
-  await page.getByText('None of them went to this user.').waitFor();
+  await page.getByText('No notification reached a device of this user.').waitFor();
   await screenshot(page, 'dashboard-10-empty-user');
   await page.getByRole('link', { name: 'Application' }).click();
   for (const platform of [/iOS \(APNs\)/, /Android \(FCM\)/]) {
@@ -303,7 +307,7 @@ test('a token without the ability a view needs: that view names it, the others w
   await page.getByRole('button', { name: 'Look up' }).click();
   await page.getByRole('alert').filter({ hasText: 'This token lacks the installations:list ability this view needs' }).waitFor();
   // Its deliveries need only notifications:read.
-  await page.getByText('None of them went to this user.').waitFor();
+  await page.getByText('No notification reached a device of this user.').waitFor();
   await screenshot(page, 'dashboard-17-missing-ability');
 });
 
@@ -466,16 +470,26 @@ test('a localized notification: each delivery shows the locale it received, and 
   await page.close();
 });
 
-test('a scheduled notification shows when it is due, and is cancelled from its page after a confirmation', async () => {
+test('a scheduled notification shows when it is due, in the list and on its page, and is cancelled from its page after a confirmation', async () => {
   const app = await pipeline.newApplication();
   await app.register('sol-phone', ios('dash-sched-01', 'sol'));
   const sendAt = new Date(Date.now() + 3_600_000);
-  const id = await app.send({ recipients: { user_ids: ['sol'] }, notification: { title: 'Sale starts now' }, options: { send_at: sendAt.toISOString() } });
+  const id = await app.send({ recipients: { user_ids: ['sol', 'tom'] }, notification: { title: 'Sale starts now' }, options: { send_at: sendAt.toISOString() } });
   const page = await browser.newPage();
   await signIn(page, app.server);
-  await page.goto(`${base}/dashboard#/notifications/${id}`);
+  // The list: when it is due, and whom it goes to, so that it does not look like a stuck `queued` one.
+  const row = page.getByRole('row', { name: /Sale starts now/ });
+  await row.waitFor();
+  const due = await page.evaluate((iso) => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' }).format(new Date(iso)), sendAt.toISOString());
+  const cells = await row.locator('td').allInnerTexts();
+  const header = await page.locator('table.data thead th').allInnerTexts();
+  expect(cells[header.findIndex((h) => /scheduled for/i.test(h))]).toBe(due);
+  expect(cells[header.findIndex((h) => /target users/i.test(h))]).toBe('2');
+  await row.getByRole('link', { name: 'Sale starts now' }).click();
   await page.getByText('Scheduled for').waitFor();
   await page.getByText('queued', { exact: true }).first().waitFor();
+  expect(await page.locator('.fanout-note').innerText()).toBe(`Scheduled: due on ${due}, when its fanout to the 2 target users starts.`);
+  expect(await page.locator('section[aria-labelledby="deliveries-heading"] .empty').innerText()).toContain(`Scheduled: due on ${due}`);
   const dialogs: string[] = [];
   page.once('dialog', (dialog) => {
     dialogs.push(dialog.message());
@@ -485,8 +499,58 @@ test('a scheduled notification shows when it is due, and is cancelled from its p
   await page.getByText('cancelled', { exact: true }).first().waitFor();
   expect(dialogs).toEqual(['Cancel this notification? Pushes not yet made will not be made.']);
   expect(await page.getByRole('button', { name: 'Cancel notification' }).count()).toBe(0);
-  expect((await app.notification(id)).status).toBe('cancelled');
+  const cancelled = await app.notification(id);
+  expect(cancelled.status).toBe('cancelled');
+  // Said as it is: cancelled, and when; not "none of the target users has an installation".
+  const at = await page.evaluate((iso) => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' }).format(new Date(iso)), cancelled.completed_at!);
+  await eventually(
+    async () => (await page.locator('.fanout-note').innerText()) === `Cancelled on ${at}, before it was due on ${due}: nothing was pushed.`,
+    'the cancellation explained',
+  );
+  expect(await page.locator('section[aria-labelledby="deliveries-heading"] .empty').innerText()).toContain(`Cancelled on ${at}`);
+  expect(await page.getByText(/has an installation/).count()).toBe(0);
   await screenshot(page, 'dashboard-19-cancelled');
+  await page.close();
+});
+
+test("a user's deliveries of every notification, however many were sent since, a page at a time, at 390 and 1,280 px wide", async () => {
+  const app = await pipeline.newApplication();
+  await app.register('dan-phone', ios('dash-user-01', 'dan'));
+  const first = await app.send({ recipients: { user_ids: ['dan'] }, notification: { title: 'Your parcel is out for delivery' } });
+  await app.settled(first);
+  // Thirty notifications to other users since: dan's delivery is older than the 25 latest.
+  for (let i = 0; i < 30; i++) await app.settled(await app.send({ recipients: { user_ids: [`crowd-${i}`] }, notification: { title: `Crowd ${i}` } }));
+  // And 25 more of his own, so that his list takes two pages.
+  for (let i = 0; i < 25; i++) await app.settled(await app.send({ recipients: { user_ids: ['dan'] }, notification: { title: `Daily digest ${i}` } }));
+
+  const page = await browser.newPage();
+  await signIn(page, app.server);
+  await page.goto(`${base}/dashboard#/users/dan`);
+  const rows = userDeliveryRows(page);
+  await eventually(async () => (await rows.count()) === 25, "the first page of dan's deliveries");
+  expect(await rows.first().innerText()).toMatch(/Daily digest 24[\s\S]*dan-phone[\s\S]*accepted/);
+  const pager = page.getByRole('navigation', { name: 'Delivery pages' });
+  expect(await pager.locator('[aria-live]').innerText()).toBe('Deliveries 1–25');
+  await pager.getByRole('button', { name: 'Next →' }).click();
+  await eventually(async () => (await rows.count()) === 1, 'the second page');
+  expect(await rows.first().innerText()).toMatch(/Your parcel is out for delivery[\s\S]*dan-phone[\s\S]*accepted/);
+  expect(await pager.getByRole('button', { name: 'Next →' }).isDisabled()).toBe(true);
+  expect(await fitsWindow(page)).toBe(true);
+  await screenshot(page, 'dashboard-20-user-deliveries');
+  await rows.first().getByRole('link', { name: 'Your parcel is out for delivery' }).click();
+  await page.getByRole('heading', { name: 'Your parcel is out for delivery' }).waitFor();
+  expect(page.url()).toBe(`${base}/dashboard#/notifications/${first}`);
+
+  // A phone's width: the page does not grow sideways; the tables scroll in their box.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${base}/dashboard#/users/dan`);
+  await eventually(async () => (await rows.count()) === 25, "dan's deliveries at 390 px");
+  expect(await fitsWindow(page)).toBe(true);
+  await screenshot(page, 'dashboard-21-user-deliveries-390');
+  await page.getByRole('link', { name: 'Notifications', exact: true }).click();
+  await page.getByRole('link', { name: 'Daily digest 24' }).waitFor();
+  expect(await fitsWindow(page)).toBe(true);
+  await screenshot(page, 'dashboard-22-notifications-390');
   await page.close();
 });
 

@@ -1,7 +1,9 @@
-// Upgrading a database that already holds notifications: the migration that adds the statistics
-// counters fills them from the delivery rows, so a notification sent before the upgrade reads the
-// same statistics after it.
+// Upgrading a database that already holds data: the migration that adds the statistics counters
+// fills them from the delivery rows, so a notification sent before the upgrade reads the same
+// statistics after it; credentials already accepted stay healthy; and the index of a user's
+// deliveries, which an operator may have built ahead with CREATE INDEX CONCURRENTLY, ends valid.
 import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { openOrm, type Orm } from '../src/db/orm.ts';
 import { findNotificationRow } from '../src/db/sql/notifications.ts';
 import { recountedStatistics } from './support/deliveries.ts';
@@ -120,4 +122,87 @@ test('the upgrade that adds `unverified` keeps healthy the credentials a provide
     await before.close();
     await dropDatabase();
   }
+});
+
+describe("the index of a user's deliveries", () => {
+  const index = 'deliveries_application_id_user_id_id_index';
+
+  /** A database migrated up to the one before the index, with two deliveries of one user, and a session outside any transaction. */
+  async function beforeTheIndex() {
+    const database = await createDatabase(databaseUrl(), `herald_user_index_${randomBytes(4).toString('hex')}`);
+    const before = await openOrm(database.url, 2);
+    await before.migrator.up({ to: 'Migration20261201090000' });
+    const session = new pg.Client({ connectionString: database.url });
+    await session.connect();
+    const applicationId = randomUUID();
+    const notificationId = randomUUID();
+    await session.query(`insert into applications (id, name, created_at) values ($1, 'before the upgrade', now())`, [applicationId]);
+    await session.query(`insert into notifications (id, application_id, status, title, data, options, user_ids, created_at) values ($1, $2, 'completed', 'Hi', '{}', '{}', '{u1}', now())`, [
+      notificationId,
+      applicationId,
+    ]);
+    for (const installation of ['phone', 'tablet']) {
+      await session.query(
+        `insert into deliveries (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform, state, attempts, created_at)
+         values ($1, $2, $3, null, $4, 'u1', 'ios', 'accepted', 1, now())`,
+        [randomUUID(), applicationId, notificationId, installation],
+      );
+    }
+    const found = async () =>
+      (
+        await session.query<{ oid: number; valid: boolean; unique: boolean; definition: string }>(
+          `select c.oid::int, i.indisvalid as valid, i.indisunique as unique, pg_get_indexdef(c.oid) as definition
+             from pg_class c join pg_index i on i.indexrelid = c.oid where c.relname = $1`,
+          [index],
+        )
+      ).rows;
+    return {
+      orm: before,
+      session,
+      found,
+      async close() {
+        await session.end();
+        await before.close();
+        await database.drop();
+      },
+    };
+  }
+
+  test('built ahead of the upgrade with CREATE INDEX CONCURRENTLY, it is kept by the migration', async () => {
+    const database = await beforeTheIndex();
+    try {
+      await database.session.query(`create index concurrently "${index}" on deliveries (application_id, user_id, id)`);
+      const [built] = await database.found();
+      await database.orm.migrator.up();
+      expect(await database.found()).toEqual([built]);
+      expect(built).toMatchObject({ valid: true, definition: expect.stringContaining('(application_id, user_id, id)') });
+    } finally {
+      await database.close();
+    }
+  });
+
+  test('a concurrent build that failed (an invalid index of that name) is replaced by a valid one', async () => {
+    const database = await beforeTheIndex();
+    try {
+      // Unique over the user's two deliveries: the build fails and leaves its index, invalid.
+      await expect(database.session.query(`create unique index concurrently "${index}" on deliveries (application_id, user_id)`)).rejects.toThrow(/could not create unique index/);
+      expect(await database.found()).toEqual([expect.objectContaining({ valid: false, unique: true })]);
+      await database.orm.migrator.up();
+      expect(await database.found()).toEqual([
+        expect.objectContaining({ valid: true, unique: false, definition: expect.stringContaining('(application_id, user_id, id)') }),
+      ]);
+    } finally {
+      await database.close();
+    }
+  });
+
+  test('without one, the migration builds it', async () => {
+    const database = await beforeTheIndex();
+    try {
+      await database.orm.migrator.up();
+      expect(await database.found()).toEqual([expect.objectContaining({ valid: true, definition: expect.stringContaining('(application_id, user_id, id)') })]);
+    } finally {
+      await database.close();
+    }
+  });
 });

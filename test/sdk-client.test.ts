@@ -385,6 +385,19 @@ describe('lists and waiting', () => {
     expect(page).toEqual({ data: [], meta: { next_cursor: null } });
   });
 
+  test("a user's deliveries across notifications, newest first, each with its notification's id and title", async () => {
+    await herald.waitForCompletion(notificationId, { intervalMs: 50 });
+    const page = await herald.listUserDeliveries({ userId: 'pager', limit: 2 });
+    expect(page.data).toHaveLength(2);
+    expect(page.meta.next_cursor).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    const all = [];
+    for await (const row of herald.userDeliveries({ userId: 'pager', limit: 2 })) all.push(row);
+    expect(all.map((row) => [row.notification_id, row.notification_title])).toEqual(Array.from({ length: 5 }, () => [notificationId, 'Second']));
+    expect(all.map((row) => row.delivery.installation_id).sort()).toEqual(['pager-1', 'pager-2', 'pager-3', 'pager-4', 'pager-5']);
+    expect(all.slice(0, 2)).toEqual(page.data);
+    expect(await herald.listUserDeliveries({ userId: 'nobody' })).toEqual({ data: [], meta: { next_cursor: null } });
+  });
+
   test('the breakdown and the filters the dashboard uses: by reason and platform, and notifications by status', async () => {
     await herald.waitForCompletion(notificationId, { intervalMs: 50 });
     expect(await herald.getNotificationBreakdown(notificationId)).toEqual([

@@ -1,4 +1,5 @@
-// The SDK as an integrator meets it: `npm pack` in sdk/, the tarball installed into a fresh project
+// The SDK as an integrator meets it: `npm pack` in sdk/ from a shell that has none of the
+// repository's tools on its PATH (as on a fresh clone), the tarball installed into a fresh project
 // outside the repository, a strict TypeScript program type-checked against it under nodenext (ESM
 // and CommonJS) and bundler resolution, and a program run against a live Herald (API, workers and
 // provider simulators) as ESM and as CommonJS, on Node 24 and on the system's Node 20.
@@ -17,7 +18,6 @@ import { startPipeline, type Pipeline } from './support/fanout.ts';
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL('..', import.meta.url));
-const sdkDir = path.join(repo, 'sdk');
 const systemNode = '/usr/bin/node';
 const documentVersion = (parse(readFileSync(path.join(repo, 'openapi/openapi.yaml'), 'utf8')) as { info: { version: string } }).info.version;
 
@@ -33,8 +33,11 @@ let baseUrl: string;
 
 beforeAll(async () => {
   workdir = mkdtempSync(path.join(tmpdir(), 'herald-sdk-'));
-  // npm pack builds first (the package's prepack script), as it would for a release.
-  await run('npm', ['pack', '--pack-destination', workdir], { cwd: sdkDir, env: childEnv() });
+  // The README's command, from a shell whose PATH has none of the repository's tools (tsup was not
+  // found so): npm pack builds first (the package's prepack script, `make sdk-build`, which installs
+  // the repository's tools when they are missing, as `make install` does on every fresh clone).
+  const systemPath = (process.env.PATH ?? '').split(path.delimiter).filter((dir) => !dir.includes('node_modules')).join(path.delimiter);
+  await run('npm', ['pack', '--pack-destination', workdir], { cwd: path.join(repo, 'sdk'), env: childEnv({ PATH: systemPath }), maxBuffer: 16 * 1024 * 1024 });
   tarball = path.join(workdir, `herald-sdk-${documentVersion}.tgz`);
 
   project = path.join(workdir, 'project');
@@ -54,6 +57,27 @@ afterAll(async () => {
   await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
   await pipeline?.close();
   if (workdir) rmSync(workdir, { recursive: true, force: true });
+});
+
+test("on a fresh clone, npm pack in sdk/ installs the repository's tools before it builds with them", async () => {
+  // The package has no tools of its own: its prepack is the repository's sdk-build, which depends on
+  // install. On a fresh clone (no node_modules), the build's tool was not found.
+  const scripts = (JSON.parse(readFileSync(path.join(repo, 'sdk/package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  expect(scripts.prepack).toBe('make -C .. sdk-build');
+  // What make would run for it in a copy of the checkout with nothing installed (a dry run: the
+  // install itself is what every fresh clone's `make test` does).
+  const clone = mkdtempSync(path.join(tmpdir(), 'herald-clone-'));
+  try {
+    const { stdout: files } = await run('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard', 'Makefile', 'package.json', 'package-lock.json', 'sdk'], { cwd: repo });
+    for (const file of files.split('\0').filter(Boolean)) {
+      mkdirSync(path.dirname(path.join(clone, file)), { recursive: true });
+      writeFileSync(path.join(clone, file), readFileSync(path.join(repo, file)));
+    }
+    const { stdout } = await run('make', ['-n', '-C', '..', 'sdk-build'], { cwd: path.join(clone, 'sdk'), env: childEnv() });
+    expect(stdout).toMatch(/npm ci[\s\S]*cd sdk && tsup/);
+  } finally {
+    rmSync(clone, { recursive: true, force: true });
+  }
 });
 
 test('npm pack makes a tarball of the build, the README and the license, versioned like the document, with no dependency', async () => {

@@ -13,6 +13,7 @@ import {
   listDeliveries,
   listInstallations,
   listNotifications,
+  listUserDeliveries,
   listWebhookDeliveries,
   listWebhooks,
   registerInstallation,
@@ -32,11 +33,14 @@ import {
   type ListDeliveriesData,
   type ListInstallationsData,
   type ListNotificationsData,
+  type ListUserDeliveriesData,
   type ListWebhookDeliveriesData,
   type Notification,
   type NotificationAccepted,
   type NotificationPage,
   type NotificationSend,
+  type UserDelivery,
+  type UserDeliveryPage,
   type WebhookDelivery,
   type WebhookDeliveryPage,
   type WebhookEndpoint,
@@ -68,6 +72,7 @@ type CamelKeys<T> = { [K in keyof T as CamelCase<K & string>]: T[K] };
 export type InstallationListOptions = CamelKeys<ListInstallationsData['query']>;
 export type NotificationListOptions = CamelKeys<NonNullable<ListNotificationsData['query']>>;
 export type DeliveryListOptions = CamelKeys<NonNullable<ListDeliveriesData['query']>>;
+export type UserDeliveryListOptions = CamelKeys<ListUserDeliveriesData['query']>;
 export type WebhookDeliveryListOptions = CamelKeys<NonNullable<ListWebhookDeliveriesData['query']>>;
 
 export type SendOptions = {
@@ -112,6 +117,10 @@ export type Herald = {
   listDeliveries(notificationId: string, options?: DeliveryListOptions): Promise<DeliveryPage>;
   /** Every delivery of a notification, fetching the pages as the loop reaches them. */
   deliveries(notificationId: string, options?: Omit<DeliveryListOptions, 'cursor'>): AsyncGenerator<Delivery, void, undefined>;
+  /** One page of a user's deliveries across notifications, newest first, each with its notification's id and title. */
+  listUserDeliveries(options: UserDeliveryListOptions): Promise<UserDeliveryPage>;
+  /** Every delivery to a user, newest first, fetching the pages as the loop reaches them. */
+  userDeliveries(options: Omit<UserDeliveryListOptions, 'cursor'>): AsyncGenerator<UserDelivery, void, undefined>;
   /** Records a delivery event; idempotent by `event_id`. */
   reportEvent(body: EventCreate): Promise<Event>;
   /** The token's application: abilities, send policy, credentials health. */
@@ -215,6 +224,13 @@ export function createHerald(options: HeraldOptions): Herald {
     },
     deliveries(notificationId, options = {}) {
       return everyItem((cursor) => herald.listDeliveries(notificationId, { ...options, cursor }));
+    },
+    listUserDeliveries(options) {
+      const query = snakeKeys(options) as ListUserDeliveriesData['query'];
+      return idempotent((signal) => listUserDeliveries({ client, signal, query }));
+    },
+    userDeliveries(options) {
+      return everyItem((cursor) => herald.listUserDeliveries({ ...options, cursor }));
     },
     async reportEvent(body) {
       const { data } = await idempotent((signal) => reportEvent({ client, signal, body }));

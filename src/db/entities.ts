@@ -168,8 +168,9 @@ export const DeliverySchema = defineEntity({
   tableName: 'deliveries',
   // One push per installation per notification, whatever a crashed or retried job does.
   uniques: [{ properties: ['notificationId', 'installationRowId'] }],
-  // The deliveries view's order. No state index: it would make every outcome a non-HOT update.
-  indexes: [{ properties: ['notificationId', 'id'] }],
+  // The deliveries view's order, and a user's deliveries across notifications (newest first). No
+  // state index: it would make every outcome a non-HOT update.
+  indexes: [{ properties: ['notificationId', 'id'] }, { properties: ['applicationId', 'userId', 'id'] }],
   properties: {
     id: id(),
     // Plain columns, no foreign keys: the fanout writes them from the notification it holds locked

@@ -3,11 +3,12 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { decodeCursor, toPage } from './cursor.ts';
 import { Delivery } from '../db/entities.ts';
-import { deliveryBreakdown, type BreakdownRow } from '../db/sql/deliveries.ts';
+import { deliveryBreakdown, userDeliveryRows, type BreakdownRow, type UserDeliveryRecord } from '../db/sql/deliveries.ts';
 import { findNotification } from './notifications.ts';
 import type { DeliveryRecord } from '../db/sql/deliveries.ts';
 
 export type DeliveryView = components['schemas']['Delivery'];
+export type UserDeliveryView = components['schemas']['UserDelivery'];
 export type DeliveryFilter = { userId?: string; state?: DeliveryView['state']; platform?: DeliveryView['platform']; reason?: string };
 
 export async function listDeliveries(
@@ -30,6 +31,18 @@ export async function listDeliveries(
     },
     { orderBy: { id: 'asc' }, limit: page.limit + 1 },
   );
+  const { items: deliveries, nextCursor } = toPage(rows, page.limit);
+  return { deliveries, nextCursor };
+}
+
+/** A user's deliveries across the application's notifications, newest first: "did it reach user X?". */
+export async function listUserDeliveries(
+  em: EntityManager,
+  applicationId: string,
+  page: { userId: string; limit: number; cursor?: string },
+): Promise<{ deliveries: UserDeliveryRecord[]; nextCursor: string | null }> {
+  const before = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
+  const rows = await userDeliveryRows(em, applicationId, page.userId, { limit: page.limit + 1, before });
   const { items: deliveries, nextCursor } = toPage(rows, page.limit);
   return { deliveries, nextCursor };
 }
@@ -64,4 +77,9 @@ export function deliveryView(delivery: Delivery | DeliveryRecord): DeliveryView 
     opened_at: iso(delivery.openedAt),
     dismissed_at: iso(delivery.dismissedAt),
   };
+}
+
+/** A user's delivery as `listUserDeliveries` shows it: the delivery, with its notification's id and title. */
+export function userDeliveryView(delivery: UserDeliveryRecord): UserDeliveryView {
+  return { notification_id: delivery.notificationId, notification_title: delivery.notificationTitle, delivery: deliveryView(delivery) };
 }

@@ -250,6 +250,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a user's deliveries across notifications
+         * @description (1.2.0) The deliveries to this `user_id`'s installations in the authenticated application,
+         *     of every notification, newest first, a page at a time, each with its notification's id and
+         *     title: "did yesterday's push reach user X?" without knowing which notification it was.
+         *     A delivery exists once the fanout ran, one per installation the user had then (a
+         *     notification to a user without an installation has none). Retention removes them with
+         *     their notification.
+         *
+         *     No links lead from it: like `listInstallations`, it starts from a user id of the caller's.
+         */
+        get: operations["listUserDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events": {
         parameters: {
             query?: never;
@@ -1338,6 +1365,22 @@ export interface components {
         };
         DeliveryPage: {
             data: components["schemas"]["Delivery"][];
+            meta: {
+                /** @description Pass as `cursor` for the next page; null on the last page. */
+                next_cursor: string | null;
+            };
+        };
+        /** @description (1.2.0) A delivery to one of a user's installations, with the notification it belongs to. */
+        UserDelivery: {
+            /** Format: uuid */
+            notification_id: string;
+            /** @description The notification's `notification.title` (its default content); null when it has none. */
+            notification_title: string | null;
+            delivery: components["schemas"]["Delivery"];
+        };
+        UserDeliveryPage: {
+            /** @description Newest first. */
+            data: components["schemas"]["UserDelivery"][];
             meta: {
                 /** @description Pass as `cursor` for the next page; null on the last page. */
                 next_cursor: string | null;
@@ -2597,6 +2640,97 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["InvalidPathParameter"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listUserDeliveries: {
+        parameters: {
+            query: {
+                /**
+                 * @description The application's own user id.
+                 * @example user-4821
+                 */
+                user_id: string;
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+                 *     base64url characters naming a position in the list; the page holds what comes after it.
+                 * @example my5sGj9NTI6hsn1enwocOw
+                 */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the user's deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "notification_id": "9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b",
+                     *           "notification_title": "Your order has shipped",
+                     *           "delivery": {
+                     *             "id": "01a200d8-65cc-7098-8952-55f182919b55",
+                     *             "installation_id": "iphone-7f3a",
+                     *             "user_id": "user-4821",
+                     *             "platform": "ios",
+                     *             "state": "accepted",
+                     *             "reason": null,
+                     *             "attempts": 1,
+                     *             "provider_message_id": "01a200d8-65cc-7098-8952-55f182919b55",
+                     *             "locale": null,
+                     *             "truncation": null,
+                     *             "created_at": "2026-11-02T10:00:00.052Z",
+                     *             "last_attempt_at": "2026-11-02T10:00:00.060Z",
+                     *             "completed_at": "2026-11-02T10:00:00.091Z",
+                     *             "received_at": "2026-11-02T10:00:01.204Z",
+                     *             "displayed_at": "2026-11-02T10:00:01.250Z",
+                     *             "opened_at": null,
+                     *             "dismissed_at": null
+                     *           }
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "next_cursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UserDeliveryPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description `user_id` is missing or breaks its constraints, `limit` is out of range, or `cursor` is not one this service issued. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "The user_id field is required.",
+                     *       "errors": {
+                     *         "user_id": [
+                     *           "The user_id field is required."
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
             503: components["responses"]["ServiceUnavailable"];
         };
     };

@@ -2,7 +2,7 @@
 // opened, then what did not get through, failed and skipped split by reason (from the breakdown).
 // A table, so that a screen reader reads stages and counts; the bars are decoration.
 import type { DeliveryBreakdown, Notification } from '../api.ts';
-import { formatNumber, percent } from '../format.ts';
+import { formatDate, formatNumber, percent } from '../format.ts';
 
 type BreakdownRow = DeliveryBreakdown['data'][number];
 type Stage = { label: string; count: number; kind: 'flow' | 'failed' | 'skipped' | 'pending'; detail?: string; sub?: boolean };
@@ -46,19 +46,45 @@ export function stagesOf(notification: Notification, breakdown: BreakdownRow[]):
   ];
 }
 
+/**
+ * What the funnel cannot say by itself: that a send was cancelled (and when), that a scheduled one
+ * waits for its time, or that none of its target users had an installation. Null when the counts say it all.
+ */
+export function fanoutNote(notification: Notification): string | null {
+  const { installations } = notification.statistics;
+  const users = formatNumber(notification.target_users);
+  if (notification.status === 'cancelled') {
+    const when = `Cancelled on ${formatDate(notification.completed_at)}`;
+    if (installations > 0) return `${when}: the pushes not made by then were skipped (reason cancelled).`;
+    if (notification.scheduled_for) return `${when}, before it was due on ${formatDate(notification.scheduled_for)}: nothing was pushed.`;
+    return `${when}, before its fanout: nothing was pushed.`;
+  }
+  if (notification.status === 'queued' && notification.scheduled_for) {
+    return `Scheduled: due on ${formatDate(notification.scheduled_for)}, when its fanout to the ${users} target users starts.`;
+  }
+  if (installations === 0 && notification.completed_at) return `None of the ${users} target users has an installation: nothing was pushed.`;
+  return null;
+}
+
 export function Funnel({ notification, breakdown }: { notification: Notification; breakdown: BreakdownRow[] }) {
   const stages = stagesOf(notification, breakdown);
   const { installations } = notification.statistics;
   const scale = Math.max(1, ...stages.map((stage) => stage.count));
+  const note = fanoutNote(notification);
   return (
     <section aria-labelledby="funnel-heading" class="funnel-section">
       <h2 id="funnel-heading">Funnel</h2>
-      {installations === 0 && notification.completed_at ? (
-        <p class="hint">
-          None of the {formatNumber(notification.target_users)} target users has an installation: nothing was pushed. Apps register
-          devices with <code>PUT /api/v1/installations/&#123;id&#125;</code> and a <code>user_id</code>.
+      {note && (
+        <p class="hint fanout-note">
+          {note}
+          {notification.status !== 'cancelled' && notification.status !== 'queued' && (
+            <>
+              {' '}
+              Apps register devices with <code>PUT /api/v1/installations/&#123;id&#125;</code> and a <code>user_id</code>.
+            </>
+          )}
         </p>
-      ) : null}
+      )}
       <table class="funnel" aria-describedby="funnel-note">
         <thead>
           <tr>

@@ -7,7 +7,7 @@ import { Badge, Empty, ErrorNote, firstPage, Json, nextPage, Pager, previousPage
 import { useLoad, useSession } from '../context.ts';
 import { formatDate, formatNumber, formatTime } from '../format.ts';
 import { href } from '../route.ts';
-import { Funnel } from './funnel.tsx';
+import { fanoutNote, Funnel } from './funnel.tsx';
 import { titleOf } from './notifications.tsx';
 
 /** How often the funnel and the deliveries are read again while the page is open. */
@@ -82,7 +82,7 @@ export function NotificationView({ id }: { id: string }) {
       </dl>
       {detail.error && <ErrorNote error={detail.error} />}
       <Funnel notification={notification} breakdown={breakdown} />
-      <Deliveries notificationId={notification.id} breakdown={breakdown} installations={notification.statistics.installations} />
+      <Deliveries notificationId={notification.id} breakdown={breakdown} installations={notification.statistics.installations} whyNone={whyNoDeliveries(notification)} />
       <Content notification={notification} />
     </article>
   );
@@ -127,7 +127,23 @@ function matching(breakdown: BreakdownRow[], filters: Filters, installations: nu
     .reduce((sum, row) => sum + row.deliveries, 0);
 }
 
-function Deliveries({ notificationId, breakdown, installations }: { notificationId: string; breakdown: BreakdownRow[]; installations: number }) {
+/** Why an unfiltered deliveries table is empty: the fanout writes one delivery per installation of the target users. */
+function whyNoDeliveries(notification: Notification): string {
+  if (notification.status === 'cancelled' || (notification.status === 'queued' && notification.scheduled_for)) return fanoutNote(notification) ?? '';
+  return 'The fanout writes one delivery per installation of the target users; none of them has an installation, or the fanout has not run yet.';
+}
+
+function Deliveries({
+  notificationId,
+  breakdown,
+  installations,
+  whyNone,
+}: {
+  notificationId: string;
+  breakdown: BreakdownRow[];
+  installations: number;
+  whyNone: string;
+}) {
   const [filters, setFilters] = useState(noFilters);
   const [userInput, setUserInput] = useState('');
   const [pages, setPages] = useState(firstPage);
@@ -208,9 +224,7 @@ function Deliveries({ notificationId, breakdown, installations }: { notification
       {list.data && shown === 0 && pages.page === 0 && (
         <Empty title={unfiltered(filters) ? 'No deliveries yet.' : 'No delivery matches these filters.'}>
           <p>
-            {unfiltered(filters)
-              ? 'The fanout writes one delivery per installation of the target users; none of them has an installation, or the fanout has not run yet.'
-              : 'Clear a filter to see more.'}
+            {unfiltered(filters) ? whyNone : 'Clear a filter to see more.'}
           </p>
         </Empty>
       )}

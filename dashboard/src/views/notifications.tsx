@@ -62,43 +62,49 @@ export function NotificationsView() {
       )}
       {list.data && list.data.data.length > 0 && (
         <>
-          <table class="data">
-            <caption class="visually-hidden">Notifications, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Created</th>
-                <th scope="col">Notification</th>
-                <th scope="col">Status</th>
-                <th scope="col" class="num">Users</th>
-                <th scope="col" class="num">Installations</th>
-                <th scope="col" class="num">Accepted</th>
-                <th scope="col" class="num">Received</th>
-                <th scope="col" class="num">Opened</th>
-                <th scope="col" class="num">Failed</th>
-                <th scope="col" class="num">Skipped</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.data.map((n) => (
-                <tr key={n.id}>
-                  <td class="nowrap">{formatDate(n.created_at)}</td>
-                  <td>
-                    <a href={href({ view: 'notification', id: n.id })}>{titleOf(n)}</a>
-                  </td>
-                  <td>
-                    <Badge value={n.status} />
-                  </td>
-                  <td class="num">{formatNumber(n.statistics.users)}</td>
-                  <td class="num">{formatNumber(n.statistics.installations)}</td>
-                  <td class="num">{formatNumber(n.statistics.accepted)}</td>
-                  <td class="num">{formatNumber(n.statistics.received)}</td>
-                  <td class="num">{formatNumber(n.statistics.opened)}</td>
-                  <td class="num">{formatNumber(n.statistics.failed)}</td>
-                  <td class="num">{formatNumber(n.statistics.skipped)}</td>
+          <div class="table-scroll">
+            <table class="data">
+              <caption class="visually-hidden">Notifications, newest first</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Created</th>
+                  <th scope="col">Notification</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Scheduled for</th>
+                  <th scope="col" class="num">Target users</th>
+                  <th scope="col" class="num">Users</th>
+                  <th scope="col" class="num">Installations</th>
+                  <th scope="col" class="num">Accepted</th>
+                  <th scope="col" class="num">Received</th>
+                  <th scope="col" class="num">Opened</th>
+                  <th scope="col" class="num">Failed</th>
+                  <th scope="col" class="num">Skipped</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {list.data.data.map((n) => (
+                  <tr key={n.id}>
+                    <td class="nowrap">{formatDate(n.created_at)}</td>
+                    <td>
+                      <a href={href({ view: 'notification', id: n.id })}>{titleOf(n)}</a>
+                    </td>
+                    <td>
+                      <Badge value={n.status} />
+                    </td>
+                    <td class="nowrap">{formatDate(n.scheduled_for)}</td>
+                    <td class="num">{formatNumber(n.target_users)}</td>
+                    <td class="num">{formatNumber(n.statistics.users)}</td>
+                    <td class="num">{formatNumber(n.statistics.installations)}</td>
+                    <td class="num">{formatNumber(n.statistics.accepted)}</td>
+                    <td class="num">{formatNumber(n.statistics.received)}</td>
+                    <td class="num">{formatNumber(n.statistics.opened)}</td>
+                    <td class="num">{formatNumber(n.statistics.failed)}</td>
+                    <td class="num">{formatNumber(n.statistics.skipped)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
           <Pager
             label="Notification pages"
             page={pages.page}

@@ -1,17 +1,12 @@
-// A user's devices and what recently reached them: the first questions of "why didn't user X get
-// it". The API lists deliveries per notification, so the recent deliveries are those of the
-// latest notifications, read one notification at a time, within a stated bound.
+// A user's devices and what reached them: the first questions of "why didn't user X get it" and
+// "did yesterday's push reach user X". The deliveries are the user's of every notification
+// (GET /api/v1/deliveries?user_id=), newest first, a page at a time.
 import { useState } from 'preact/hooks';
-import type { Delivery, Herald, Installation, Notification } from '../api.ts';
-import { Badge, Empty, ErrorNote } from '../components.tsx';
+import type { Installation } from '../api.ts';
+import { Badge, Empty, ErrorNote, firstPage, nextPage, Pager, previousPage } from '../components.tsx';
 import { useLoad, useSession } from '../context.ts';
-import { ago, formatDate } from '../format.ts';
+import { ago, formatDate, formatNumber } from '../format.ts';
 import { href } from '../route.ts';
-import { titleOf } from './notifications.tsx';
-
-/** How many of the latest notifications are searched for the user's deliveries. */
-export const recentNotifications = 25;
-const concurrentReads = 4;
 
 export function UsersView({ userId }: { userId: string | null }) {
   // Mounted anew for each user id in the URL (the shell keys it), so the box starts with it.
@@ -35,7 +30,7 @@ export function UsersView({ userId }: { userId: string | null }) {
       {userId ? (
         <>
           <Installations userId={userId} />
-          <RecentDeliveries userId={userId} />
+          <UserDeliveries userId={userId} />
         </>
       ) : (
         <p class="hint">
@@ -121,74 +116,76 @@ function Installations({ userId }: { userId: string }) {
   );
 }
 
-type Found = { notification: Notification; delivery: Delivery };
+const deliveriesPageSize = 25;
 
-/** The user's deliveries among the latest notifications, newest notification first. */
-async function recentDeliveries(herald: Herald, userId: string): Promise<Found[]> {
-  const { data: notifications } = await herald.listNotifications({ limit: recentNotifications });
-  const found: Found[][] = new Array(notifications.length);
-  let next = 0;
-  const worker = async () => {
-    for (let index = next++; index < notifications.length; index = next++) {
-      const notification = notifications[index];
-      const { data } = await herald.listDeliveries(notification.id, { userId, limit: 100 });
-      found[index] = data.map((delivery) => ({ notification, delivery }));
-    }
-  };
-  await Promise.all(Array.from({ length: concurrentReads }, worker));
-  return found.flat();
-}
-
-function RecentDeliveries({ userId }: { userId: string }) {
-  const recent = useLoad((herald) => recentDeliveries(herald, userId), userId);
+/** The user's deliveries of every notification, newest first, a page at a time. */
+function UserDeliveries({ userId }: { userId: string }) {
+  const [pages, setPages] = useState(firstPage);
+  const cursor = pages.cursors[pages.page];
+  const list = useLoad((herald) => herald.listUserDeliveries({ userId, limit: deliveriesPageSize, cursor }), `${userId}|${cursor ?? ''}`);
+  const rows = list.data?.data ?? [];
+  const from = pages.page * deliveriesPageSize + 1;
   return (
-    <section aria-labelledby="recent-heading">
-      <h2 id="recent-heading">Recent deliveries to {userId}</h2>
-      <p class="hint">Searched: the {recentNotifications} most recent notifications of this application (the API lists deliveries per notification).</p>
-      {recent.error && <ErrorNote error={recent.error} ability="notifications:read" />}
-      {recent.loading && !recent.data && <p class="loading">Loading…</p>}
-      {recent.data && recent.data.length === 0 && (
-        <Empty title="None of them went to this user.">
-          <p>Either no recent notification targeted this user, or the user had no installation when it was sent.</p>
+    <section aria-labelledby="user-deliveries-heading">
+      <h2 id="user-deliveries-heading">Deliveries to {userId}</h2>
+      <p class="hint">Every notification's, newest first: one per installation the user had when it was sent.</p>
+      {list.error && <ErrorNote error={list.error} ability="notifications:read" />}
+      {list.loading && !list.data && <p class="loading">Loading…</p>}
+      {list.data && rows.length === 0 && pages.page === 0 && (
+        <Empty title="No notification reached a device of this user.">
+          <p>
+            Either no notification targeted this user, or the user had no installation when it was sent. Deliveries go with their
+            notification when retention removes it.
+          </p>
         </Empty>
       )}
-      {recent.data && recent.data.length > 0 && (
-        <div class="table-scroll">
-          <table class="data">
-            <thead>
-              <tr>
-                <th scope="col">Notification</th>
-                <th scope="col">Sent</th>
-                <th scope="col">Installation</th>
-                <th scope="col">Platform</th>
-                <th scope="col">State</th>
-                <th scope="col">Reason</th>
-                <th scope="col">Received</th>
-                <th scope="col">Opened</th>
-              </tr>
-            </thead>
-            <tbody>
-              {recent.data.map(({ notification, delivery }) => (
-                <tr key={delivery.id}>
-                  <td>
-                    <a href={href({ view: 'notification', id: notification.id })}>{titleOf(notification)}</a>
-                  </td>
-                  <td class="nowrap">{formatDate(notification.created_at)}</td>
-                  <td>
-                    <code>{delivery.installation_id}</code>
-                  </td>
-                  <td>{delivery.platform}</td>
-                  <td>
-                    <Badge value={delivery.state} />
-                  </td>
-                  <td>{delivery.reason ?? ''}</td>
-                  <td class="nowrap">{formatDate(delivery.received_at)}</td>
-                  <td class="nowrap">{formatDate(delivery.opened_at)}</td>
+      {list.data && (rows.length > 0 || pages.page > 0) && (
+        <>
+          <div class="table-scroll">
+            <table class="data">
+              <thead>
+                <tr>
+                  <th scope="col">Notification</th>
+                  <th scope="col">Sent</th>
+                  <th scope="col">Installation</th>
+                  <th scope="col">Platform</th>
+                  <th scope="col">State</th>
+                  <th scope="col">Reason</th>
+                  <th scope="col">Received</th>
+                  <th scope="col">Opened</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+              </thead>
+              <tbody>
+                {rows.map(({ notification_id: notificationId, notification_title: title, delivery }) => (
+                  <tr key={delivery.id}>
+                    <td>
+                      <a href={href({ view: 'notification', id: notificationId })}>{title || 'Notification without a title'}</a>
+                    </td>
+                    <td class="nowrap">{formatDate(delivery.created_at)}</td>
+                    <td>
+                      <code>{delivery.installation_id}</code>
+                    </td>
+                    <td>{delivery.platform}</td>
+                    <td>
+                      <Badge value={delivery.state} />
+                    </td>
+                    <td>{delivery.reason ?? ''}</td>
+                    <td class="nowrap">{formatDate(delivery.received_at)}</td>
+                    <td class="nowrap">{formatDate(delivery.opened_at)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <Pager
+            label="Delivery pages"
+            page={pages.page}
+            hasNext={list.data.meta.next_cursor !== null}
+            onPrevious={() => setPages(previousPage(pages))}
+            onNext={() => list.data?.meta.next_cursor && setPages(nextPage(pages, list.data.meta.next_cursor))}
+            summary={rows.length === 0 ? 'No more deliveries' : `Deliveries ${formatNumber(from)}–${formatNumber(from + rows.length - 1)}`}
+          />
+        </>
       )}
     </section>
   );

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.ts';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.ts';
-import type { CancelNotificationData, CancelNotificationErrors, CancelNotificationResponses, DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetAppData, GetAppErrors, GetAppResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationBreakdownData, GetNotificationBreakdownErrors, GetNotificationBreakdownResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, HealthData, HealthErrors, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListInstallationsData, ListInstallationsErrors, ListInstallationsResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhooksData, ListWebhooksErrors, ListWebhooksResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
+import type { CancelNotificationData, CancelNotificationErrors, CancelNotificationResponses, DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetAppData, GetAppErrors, GetAppResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationBreakdownData, GetNotificationBreakdownErrors, GetNotificationBreakdownResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, HealthData, HealthErrors, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListInstallationsData, ListInstallationsErrors, ListInstallationsResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ListUserDeliveriesData, ListUserDeliveriesErrors, ListUserDeliveriesResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhooksData, ListWebhooksErrors, ListWebhooksResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -225,6 +225,25 @@ export const listDeliveries = <ThrowOnError extends boolean = false>(options: Op
 export const getNotificationBreakdown = <ThrowOnError extends boolean = false>(options: Options<GetNotificationBreakdownData, ThrowOnError>): RequestResult<GetNotificationBreakdownResponses, GetNotificationBreakdownErrors, ThrowOnError> => (options.client ?? client).get<GetNotificationBreakdownResponses, GetNotificationBreakdownErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/api/v1/notifications/{notificationId}/breakdown',
+    ...options
+});
+
+/**
+ * List a user's deliveries across notifications
+ *
+ * (1.2.0) The deliveries to this `user_id`'s installations in the authenticated application,
+ * of every notification, newest first, a page at a time, each with its notification's id and
+ * title: "did yesterday's push reach user X?" without knowing which notification it was.
+ * A delivery exists once the fanout ran, one per installation the user had then (a
+ * notification to a user without an installation has none). Retention removes them with
+ * their notification.
+ *
+ * No links lead from it: like `listInstallations`, it starts from a user id of the caller's.
+ *
+ */
+export const listUserDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListUserDeliveriesData, ThrowOnError>): RequestResult<ListUserDeliveriesResponses, ListUserDeliveriesErrors, ThrowOnError> => (options.client ?? client).get<ListUserDeliveriesResponses, ListUserDeliveriesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/deliveries',
     ...options
 });
 

@@ -583,6 +583,31 @@ export type DeliveryPage = {
     };
 };
 
+/**
+ * (1.2.0) A delivery to one of a user's installations, with the notification it belongs to.
+ */
+export type UserDelivery = {
+    notification_id: string;
+    /**
+     * The notification's `notification.title` (its default content); null when it has none.
+     */
+    notification_title: string | null;
+    delivery: Delivery;
+};
+
+export type UserDeliveryPage = {
+    /**
+     * Newest first.
+     */
+    data: Array<UserDelivery>;
+    meta: {
+        /**
+         * Pass as `cursor` for the next page; null on the last page.
+         */
+        next_cursor: string | null;
+    };
+};
+
 export type DeliveryBreakdown = {
     /**
      * One row per (state, platform, reason) that occurs, most deliveries first.
@@ -1718,6 +1743,67 @@ export type GetNotificationBreakdownResponses = {
 };
 
 export type GetNotificationBreakdownResponse = GetNotificationBreakdownResponses[keyof GetNotificationBreakdownResponses];
+
+export type ListUserDeliveriesData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * The application's own user id.
+         */
+        user_id: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        /**
+         * The `meta.next_cursor` of the previous page; leave out for the first page. A cursor is 22
+         * base64url characters naming a position in the list; the page holds what comes after it.
+         *
+         */
+        cursor?: string;
+    };
+    url: '/api/v1/deliveries';
+};
+
+export type ListUserDeliveriesErrors = {
+    /**
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * `user_id` is missing or breaks its constraints, `limit` is out of range, or `cursor` is not one this service issued.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type ListUserDeliveriesError = ListUserDeliveriesErrors[keyof ListUserDeliveriesErrors];
+
+export type ListUserDeliveriesResponses = {
+    /**
+     * A page of the user's deliveries.
+     */
+    200: UserDeliveryPage;
+};
+
+export type ListUserDeliveriesResponse = ListUserDeliveriesResponses[keyof ListUserDeliveriesResponses];
 
 export type ReportEventData = {
     body: EventCreate;

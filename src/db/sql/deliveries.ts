@@ -267,6 +267,37 @@ const deliveryRecord = (row: DeliveryRecord): DeliveryRecord => ({
   dismissedAt: row.dismissedAt && asDate(row.dismissedAt),
 });
 
+/** A delivery with the title of its notification (its default content's; null: none). */
+export type UserDeliveryRecord = DeliveryRecord & { notificationTitle: string | null };
+
+/**
+ * A user's deliveries across the application's notifications, newest first, after the cursor's id
+ * (delivery ids are UUIDv7s made at fanout, so id order is creation order). The (application_id,
+ * user_id, id) index gives the page in order, then each row's notification is read by its key: the
+ * page is limited before the join, so the join reads a page of notifications, whatever the user
+ * has. A left join: a page keeps its length even if a notification went first (retention deletes
+ * deliveries before their notification, so that should not happen).
+ */
+export async function userDeliveryRows(
+  db: Db,
+  applicationId: string,
+  userId: string,
+  page: { limit: number; before?: string },
+): Promise<UserDeliveryRecord[]> {
+  const before = page.before === undefined ? sql`` : sql`and id < ${page.before}`;
+  const found = await rows(
+    db,
+    sql<UserDeliveryRecord>`
+      select d.*, n.title as "notificationTitle"
+        from (select ${deliveryColumns} from deliveries
+               where application_id = ${applicationId} and user_id = ${userId} ${before}
+               order by id desc limit ${page.limit}) d
+             left join notifications n on n.id = d."notificationId"
+       order by d.id desc`,
+  );
+  return found.map((row) => ({ ...deliveryRecord(row), notificationTitle: row.notificationTitle }));
+}
+
 /** How many deliveries a statement moved to one outcome. */
 export type MovedCount = { state: DeliveryResult['state']; reason: string | null; count: number };
 

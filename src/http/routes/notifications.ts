@@ -11,7 +11,7 @@ import {
 } from '../../domain/notifications.ts';
 import { cancelNotification, reportCancellation } from '../../domain/cancellation.ts';
 import type { WebhookOutbox } from '../../domain/webhook-outbox.ts';
-import { breakdownOf, deliveryView, listDeliveries, type DeliveryView } from '../../domain/deliveries.ts';
+import { breakdownOf, deliveryView, listDeliveries, listUserDeliveries, userDeliveryView, type DeliveryView } from '../../domain/deliveries.ts';
 import { principalOf } from '../auth.ts';
 import { pageParameters } from '../page.ts';
 import type { SendQuota } from '../rate-limit.ts';
@@ -70,6 +70,14 @@ export function notificationsRouter(orm: Orm, sends: PipelinedPool, fanouts: Fan
       reason: typeof req.query.reason === 'string' ? req.query.reason : undefined,
     });
     res.json({ data: deliveries.map(deliveryView), meta: { next_cursor: nextCursor } });
+  });
+
+  router.get('/api/v1/deliveries', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    // Required by the document: the validator has answered 422 when it is missing.
+    const userId = req.query.user_id as string;
+    const { deliveries, nextCursor } = await listUserDeliveries(orm.em, applicationId, { userId, ...pageParameters(req) });
+    res.json({ data: deliveries.map(userDeliveryView), meta: { next_cursor: nextCursor } });
   });
 
   router.get('/api/v1/notifications/:notificationId/breakdown', async (req, res) => {
