@@ -230,8 +230,10 @@ type Stage = Awaited<ReturnType<typeof openStage>>;
 type InFlight = { deliveries: string[]; notifications: string[]; at: number };
 /** worker/leases.ts lockNamespace: the first key of every worker's lease lock. */
 const leaseLockNamespace = 72_540_302;
-/** A killed worker's lease lock and leased jobs (null: its lock was still held 10 s later). */
-type Orphans = { killedAt: number; lockGoneAt: number | null; jobs: { id: string; queue: string }[] };
+/** A job a killed worker held, as pg-boss had it once started again (started null: not within 30 s). */
+type OrphanJob = { id: string; handedBack: number; started: number | null; completed: number | null; deliveryIds: string[] };
+/** A killed worker's lease lock and leased jobs (lockGoneAt null: its lock was still held 10 s later). */
+type Orphans = { killedAt: number; lockGoneAt: number | null; jobs: OrphanJob[] };
 
 async function openStage(
   shared: Shared,
@@ -356,12 +358,31 @@ async function openStage(
       const gone = [...before].filter((holder) => !held.has(holder));
       if (gone.length > 0) {
         const lockGoneAt = Date.now();
-        const { rows } = await observer.query<{ job_id: string; queue: string }>('select job_id::text, queue from job_leases where holder = any($1::bigint[])', [gone]);
-        return { killedAt, lockGoneAt, jobs: rows.map((row) => ({ id: row.job_id, queue: row.queue })) };
+        const { rows } = await observer.query<{ job_id: string }>('select job_id::text from job_leases where holder = any($1::bigint[])', [gone]);
+        return { killedAt, lockGoneAt, jobs: await restarts(rows.map((row) => row.job_id), killedAt) };
       }
       await sleep(20);
     }
     return { killedAt, lockGoneAt: null, jobs: [] };
+  }
+
+  /**
+   * Each job as it is first seen started again after `since` (or ended before it): read while it
+   * happens, since a later kill may hand the same job back again and overwrite its times.
+   */
+  async function restarts(ids: string[], since: number): Promise<OrphanJob[]> {
+    const seen = new Map<string, OrphanJob>();
+    while (seen.size < ids.length && Date.now() - since < 30_000) {
+      const { rows } = await observer.query<OrphanJob>(
+        `select id::text, (extract(epoch from start_after) * 1000)::float8 as "handedBack", (extract(epoch from started_on) * 1000)::float8 as started,
+                (extract(epoch from completed_on) * 1000)::float8 as completed, array(select jsonb_array_elements_text(data->'deliveryIds')) as "deliveryIds"
+           from pgboss.job where id = any($1::uuid[])`,
+        [ids.filter((id) => !seen.has(id))],
+      );
+      for (const job of rows) if ((job.started ?? 0) > since || (job.completed ?? Infinity) < since) seen.set(job.id, job);
+      await sleep(50);
+    }
+    return ids.map((id) => seen.get(id) ?? { id, handedBack: Number.NaN, started: null, completed: null, deliveryIds: [] });
   }
 
   async function connections(): Promise<number> {
@@ -705,7 +726,7 @@ const workerKills: Scenario = {
         const killedAt = await stage.kill(victim);
         const orphans = stage.orphans(locks, killedAt);
         kills.push(orphans);
-        void orphans.then(({ jobs }) => log(`  a: kill ${kill}/${settings.kills} at ${stage.at(killedAt)}: ${jobs.length} leased jobs to hand back`));
+        void orphans.then(({ jobs }) => log(`  a: kill ${kill}/${settings.kills} at ${stage.at(killedAt)}: ${jobs.length} leased jobs handed back`));
         if (successor) victim = successor;
       }
       const orphaned = await Promise.all(kills);
@@ -721,19 +742,12 @@ const workerKills: Scenario = {
  * Row a's recovery, each kill's broken down by phase, from the database and the simulators: its
  * lease lock released by Postgres (the bench watches pg_locks), each job it held handed back by
  * another worker's lease sweep (pg-boss start_after, which the hand-back sets), started again by a
- * worker (started_on), and its first push sent again (the simulators' receipt of a push of its
- * deliveries after that start; for a job with nothing left to push, or a fanout, its completion).
+ * worker (started_on, read as it happens), and its first push sent again (the simulators' receipt
+ * of a push of its deliveries after that start; a fanout, or a job with nothing left to push, has
+ * recovered once started again).
  * A kill recovers when its last job has; the row's recovery is the worst kill's.
  */
 async function killRecovery(stage: Stage, shared: Shared, kills: Orphans[]): Promise<number | null> {
-  const ids = kills.flatMap((kill) => kill.jobs.map((job) => job.id));
-  const { rows } = await stage.observer.query<{ id: string; handedBack: number; started: number | null; completed: number | null; deliveryIds: string[] | null }>(
-    `select id::text, (extract(epoch from start_after) * 1000)::float8 as "handedBack", (extract(epoch from started_on) * 1000)::float8 as started,
-            (extract(epoch from completed_on) * 1000)::float8 as completed, array(select jsonb_array_elements_text(data->'deliveryIds')) as "deliveryIds"
-       from pgboss.job where id = any($1::uuid[])`,
-    [ids],
-  );
-  const jobs = new Map(rows.map((row) => [row.id, row]));
   const pushed = new Map<string, number[]>();
   for (const push of await receivedPushes(shared.sims)) if (push.deliveryId) pushed.set(push.deliveryId, [...(pushed.get(push.deliveryId) ?? []), push.at]);
   type Phases = { lock: number; handBack: number; restart: number; rePush: number; total: number };
@@ -746,16 +760,15 @@ async function killRecovery(stage: Stage, shared: Shared, kills: Orphans[]): Pro
       continue;
     }
     let worst: Phases = { lock: kill.lockGoneAt - kill.killedAt, handBack: 0, restart: 0, rePush: 0, total: kill.lockGoneAt - kill.killedAt };
-    for (const { id } of kill.jobs) {
-      const job = jobs.get(id);
+    for (const job of kill.jobs) {
       // Ended by the victim before its death (its lease not yet released): nothing to hand back.
-      if (!job || job.handedBack < kill.killedAt || job.started === null || job.started < kill.killedAt) {
-        if (job && job.completed !== null && job.completed < kill.killedAt) continue;
+      if (job.completed !== null && job.completed < kill.killedAt) continue;
+      if (job.started === null || !(job.handedBack >= kill.killedAt)) {
         notHandedBack += 1;
         continue;
       }
-      const again = (job.deliveryIds ?? []).flatMap((delivery) => pushed.get(delivery) ?? []).filter((at) => at >= job.started!);
-      const rePushedAt = again.length > 0 ? Math.min(...again) : (job.completed ?? Number.NaN);
+      const again = job.deliveryIds.flatMap((delivery) => pushed.get(delivery) ?? []).filter((at) => at >= job.started!);
+      const rePushedAt = again.length > 0 ? Math.min(...again) : job.started;
       const phases = {
         lock: kill.lockGoneAt - kill.killedAt,
         handBack: job.handedBack - kill.lockGoneAt,
@@ -786,7 +799,7 @@ async function killRecovery(stage: Stage, shared: Shared, kills: Orphans[]): Pro
     );
   }
   if (notHandedBack > 0) stage.notes.push(`${notHandedBack} leased jobs of a killed worker were not handed back and started again after its kill`);
-  if (known.length < kills.length || all.some((phases) => !Number.isFinite(phases.total))) return null;
+  if (known.length < kills.length || notHandedBack > 0) return null;
   return Math.max(0, ...known.map((phases) => phases.total)) / 1000;
 }
 
@@ -920,12 +933,13 @@ const slowProvider: Scenario = {
       {
         latency: { min: 0, max: slowAnswers.deadlineSeconds * 1100 },
         ttl: slowAnswers.ttlSeconds,
-        // Enough deliver workers that the pushes go out at the rate they are sent, not expire queued.
-        env: { HERALD_PROVIDER_DEADLINE_SECONDS: String(slowAnswers.deadlineSeconds), HERALD_WORKER_CONCURRENCY: '4' },
+        // Enough deliver workers (a batch takes about the deadline) that the pushes go out about as
+        // fast as they are sent: one first attempted near its ttl's end has no retry left.
+        env: { HERALD_PROVIDER_DEADLINE_SECONDS: String(slowAnswers.deadlineSeconds), HERALD_WORKER_CONCURRENCY: '6' },
       },
       async (stage) => {
         await stage.start('start', 'start');
-        stage.client.startLoad(1000, () => randomUsers());
+        stage.client.startLoad(1500, () => randomUsers());
         await sleep(slowAnswers.seconds * 1000);
         // The answers come in time again, the sends go on: recovery as after the other provider faults.
         await setLatency(shared, { min: 50, max: 150 });
@@ -936,9 +950,19 @@ const slowProvider: Scenario = {
           const timedOut = timedOutPushes(stage);
           const ours = await ourNotifications(stage);
           const accepted = new Map<string, number>();
+          const firstPush = new Map<string, { notificationId: string; at: number }>();
           for (const push of await receivedPushes(shared.sims)) {
-            if (push.status === 200 && push.deliveryId && ours.has(push.notificationId!)) accepted.set(push.deliveryId, (accepted.get(push.deliveryId) ?? 0) + 1);
+            if (!push.deliveryId || !ours.has(push.notificationId!)) continue;
+            if (push.status === 200) accepted.set(push.deliveryId, (accepted.get(push.deliveryId) ?? 0) + 1);
+            if (!firstPush.has(push.deliveryId)) firstPush.set(push.deliveryId, { notificationId: push.notificationId!, at: push.at });
           }
+          const { rows: sends } = await stage.observer.query<{ id: string; at: number }>(
+            'select id::text, (extract(epoch from created_at) * 1000)::float8 as at from notifications where application_id = $1',
+            [stage.applicationId],
+          );
+          const sentAt = new Map(sends.map((row) => [row.id, row.at]));
+          const waits = [...firstPush.values()].map((push) => (push.at - sentAt.get(push.notificationId)!) / 1000);
+          stage.notes.push(`send to first push: median ${fixed(median(waits), 1)} s, max ${fixed(Math.max(...waits), 1)} s (a push first sent near its ttl's end has little time to retry)`);
           const { rows: expired } = await stage.observer.query<{ id: string; attempts: number; late: number }>(
             `select d.id::text, d.attempts, extract(epoch from d.completed_at - n.created_at)::float8 as late
                from deliveries d join notifications n on n.id = d.notification_id
