@@ -137,6 +137,35 @@ test('answers spread past the deadline: a push answered in time keeps its answer
   expect(doubled).toBeLessThanOrEqual(retried.length);
 }, 60_000);
 
+test('a connection reset in the middle of a send: only the pushes in flight on it are sent again', async () => {
+  const app = await pipeline.newApplication();
+  const users = Array.from({ length: 40 }, (_, index) => `reset-${index}`);
+  await app.registerAll(users.map((user) => [`${user}-pixel`, android(`${user}-token`, user)]));
+  await app.settled(await app.send({ recipients: { user_ids: [users[0]] }, notification: { title: 'Warm-up' } }), 30_000);
+  pipeline.fcm.clear();
+  // Answers spread below the 1 s deadline: when the connection is cut, some are answered, some not.
+  pipeline.fcm.setLatency({ min: 0, max: 700 });
+  const id = await app.send({ recipients: { user_ids: users }, notification: { title: 'Reset' } });
+  await waitFor(async () => pipeline.fcm.received.length, (count) => count >= 40, 20_000);
+  await new Promise((resolve) => setTimeout(resolve, 350));
+  const unanswered = pipeline.fcm.resetSessions();
+  pipeline.fcm.setLatency(0);
+  const notification = await app.settled(id, 30_000);
+  expect(notification.statistics).toMatchObject({ installations: 40, accepted: 40, failed: 0 });
+
+  const pushesPerDevice = new Map<string, number>();
+  for (const push of pipeline.fcm.received) {
+    if (push.token?.startsWith('reset-')) pushesPerDevice.set(push.token, (pushesPerDevice.get(push.token) ?? 0) + 1);
+  }
+  expect(pushesPerDevice.size).toBe(40);
+  const sentAgain = [...pushesPerDevice.values()].reduce((sum, count) => sum + count - 1, 0);
+  // Some were cut, some had their answers: the answered ones are not sent again.
+  expect(unanswered).toBeGreaterThan(0);
+  expect(unanswered).toBeLessThan(40);
+  expect(sentAgain).toBeGreaterThan(0);
+  expect(sentAgain).toBeLessThanOrEqual(unanswered);
+}, 60_000);
+
 test('pushes waiting out a long backoff go out within seconds of the provider answering again', async () => {
   const app = await pipeline.newApplication();
   await app.register('waiting-pixel', android('waiting-token', 'wanda'));

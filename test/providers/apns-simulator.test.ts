@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OutgoingHttpHeaders } from 'node:http2';
 import type { ApnsReceived, ApnsSimulator } from '../../src/providers/simulators/apns-simulator.ts';
+import { waitFor } from '../support/receiver.ts';
 import { apnsJwt, apnsSimulator, apnsTeam, ecKeyPair, fcmSimulator, h2Request, httpsCall, type RawAnswer } from '../support/simulators.ts';
 
 let sim: ApnsSimulator;
@@ -195,6 +196,18 @@ describe('record and control endpoints', () => {
     const started = Date.now();
     await post(validHeaders());
     expect(Date.now() - started).toBeGreaterThanOrEqual(145);
+  });
+
+  test('another process cuts every connection: a push not answered yet gets no answer, and is counted', async () => {
+    sim.setLatency(5000);
+    const answered = post(validHeaders()).then((answer) => answer.status, () => 'cut');
+    await waitFor(() => sim.received.length, (count) => count === 1, 5000);
+    const cut = await httpsCall(`${sim.url}/__sim/connections`, sim.ca, 'DELETE');
+    expect(cut).toMatchObject({ status: 200, json: { unanswered: 1 } });
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([answered, new Promise((resolve) => (timer = setTimeout(() => resolve('no answer'), 3000)))]);
+    clearTimeout(timer);
+    expect(outcome).not.toBe(200);
   });
 
   test('a malformed rule set is refused with 400 and changes nothing', async () => {

@@ -72,6 +72,8 @@ export type RunningSimulator<Received> = {
   clear(): void;
   /** Ends every HTTP/2 connection with a GOAWAY (in-process only). */
   closeSessions(): void;
+  /** Cuts every HTTP/2 connection, unanswered streams and all; answers how many pushes were unanswered (DELETE /__sim/connections from another process). */
+  resetSessions(): number;
   stop(): Promise<void>;
 };
 
@@ -109,6 +111,7 @@ export async function startSimulator<Received>(
     ca: certificate.cert.endsWith('\n') ? certificate.cert : `${certificate.cert}\n`,
     ...inProcessControls(recording),
     closeSessions: server.closeSessions,
+    resetSessions: server.resetSessions,
     stop: server.stop,
   };
 }

@@ -52,13 +52,16 @@ export function inProcessControls<Received>(
 }
 
 /** The answer to a request to /__sim/…: the control side for another process. */
-export function answerControl(path: string, method: string, body: Buffer, recording: Recording<unknown>): Answer {
+export function answerControl(path: string, method: string, body: Buffer, recording: Recording<unknown>, resetSessions: () => number): Answer {
   if (path === '/__sim/received' && method === 'GET') {
     return { status: 200, body: { counters: recording.counters, received: recording.received } };
   }
   if (path === '/__sim/received' && method === 'DELETE') {
     clear(recording);
     return { status: 204 };
+  }
+  if (path === '/__sim/connections' && method === 'DELETE') {
+    return { status: 200, body: { unanswered: resetSessions() } };
   }
   if (path === '/__sim/rules' && method === 'PUT') {
     const parsed = parseControlBody(body);

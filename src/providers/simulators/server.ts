@@ -48,6 +48,11 @@ export type ProviderServer = {
   port: number;
   /** Ends every HTTP/2 connection with a GOAWAY, as a provider does with one it has kept long enough. */
   closeSessions(): void;
+  /**
+   * Cuts every HTTP/2 connection at once, unanswered streams and all, as a network fault does;
+   * answers how many push requests were still unanswered then.
+   */
+  resetSessions(): number;
   stop(): Promise<void>;
 };
 
@@ -82,13 +87,19 @@ export async function startProviderServer<Received>(
     session.on('error', () => undefined);
   });
   const sockets = trackSockets(server);
-  server.on('request', (request: SimRequest, response: SimResponse) => onRequest(request, response, recording, handle));
+  const resetSessions = () => {
+    const unanswered = recording.inFlight;
+    for (const session of sessions) session.destroy();
+    return unanswered;
+  };
+  server.on('request', (request: SimRequest, response: SimResponse) => onRequest(request, response, recording, handle, resetSessions));
   await listen(server, port, host);
   return {
     port: (server.address() as AddressInfo).port,
     closeSessions: () => {
       for (const session of sessions) session.close();
     },
+    resetSessions,
     stop: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const socket of sockets) socket.destroy();
@@ -117,14 +128,20 @@ function listen(server: http2.Http2SecureServer, port: number, host: string): Pr
   });
 }
 
-function onRequest<Received>(request: SimRequest, response: SimResponse, recording: Recording<Received>, handle: ProviderHandler<Received>) {
+function onRequest<Received>(
+  request: SimRequest,
+  response: SimResponse,
+  recording: Recording<Received>,
+  handle: ProviderHandler<Received>,
+  resetSessions: () => number,
+) {
   // A client that resets a stream (timeout, shutdown) must not crash the simulator.
   response.on('error', () => undefined);
   request.on('error', () => undefined);
   void (async () => {
     const body = await readBody(request);
     const path = request.url.split('?')[0];
-    if (path.startsWith('/__sim/')) return reply(response, answerControl(path, request.method, body, recording));
+    if (path.startsWith('/__sim/')) return reply(response, answerControl(path, request.method, body, recording, resetSessions));
     await answerPush(request, body, response, recording, handle);
   })().catch(() => {
     if (!response.headersSent && !response.destroyed) reply(response, { status: 500, body: { reason: 'InternalServerError' } });
