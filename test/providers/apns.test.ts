@@ -273,36 +273,51 @@ describe('APNs errors become outcomes', () => {
 });
 
 describe('a deadline for the pushes of a send', () => {
+  // A simulator of their own: the answers left late behind the deadline must not reach other tests.
+  let own: ApnsSimulator;
+  let ownCredentials: ApnsCredentials;
+  beforeEach(async () => {
+    ({ sim: own, credentials: ownCredentials } = await apnsSimulator());
+  });
+  afterEach(async () => {
+    await own.stop();
+  });
+
   test('pushes APNs answered keep their outcome; only those still unanswered at the deadline become transient', async () => {
-    // The connection is open: the deadline measures APNs' answers alone.
-    await provider.send([makePush('deadline-warm-up')]);
-    sim.setLatency({ min: 0, max: 4000 });
-    const pushes = Array.from({ length: 40 }, (_, index) => makePush(`deadline-${index}`));
-    const started = Date.now();
-    const outcomes = await provider.send(pushes, { deadline: new Date(started + 2000) });
-    expect(Date.now() - started).toBeLessThan(2900);
-    const accepted = outcomes.filter((outcome) => outcome.kind === 'accepted');
-    const late = outcomes.filter((outcome) => outcome.kind !== 'accepted');
-    expect(accepted.length).toBeGreaterThan(0);
-    expect(late.length).toBeGreaterThan(0);
-    expect(late.every((outcome) => outcome.kind === 'transient' && outcome.reason === 'provider timeout')).toBe(true);
-    expect(outcomes.map((outcome) => outcome.deliveryId)).toEqual(pushes.map((push) => push.deliveryId));
+    const timed = createApnsProvider(ownCredentials, { apns: own.url, ca: own.ca }, silentLogger);
+    try {
+      // The connection is open: the deadline measures APNs' answers alone.
+      await timed.send([makePush('deadline-warm-up')]);
+      own.setLatency({ min: 0, max: 4000 });
+      const pushes = Array.from({ length: 40 }, (_, index) => makePush(`deadline-${index}`));
+      const started = Date.now();
+      const outcomes = await timed.send(pushes, { deadline: new Date(started + 2000) });
+      expect(Date.now() - started).toBeLessThan(2900);
+      const accepted = outcomes.filter((outcome) => outcome.kind === 'accepted');
+      const late = outcomes.filter((outcome) => outcome.kind !== 'accepted');
+      expect(accepted.length).toBeGreaterThan(0);
+      expect(late.length).toBeGreaterThan(0);
+      expect(late.every((outcome) => outcome.kind === 'transient' && outcome.reason === 'provider timeout')).toBe(true);
+      expect(outcomes.map((outcome) => outcome.deliveryId)).toEqual(pushes.map((push) => push.deliveryId));
+    } finally {
+      await timed.close();
+    }
   });
 
   test('pushes still waiting for a slot at the deadline are never sent', async () => {
-    const narrow = createApnsProvider(credentials, { apns: sim.url, ca: sim.ca }, silentLogger, { concurrency: 2 });
+    const narrow = createApnsProvider(ownCredentials, { apns: own.url, ca: own.ca }, silentLogger, { concurrency: 2 });
     try {
       await narrow.send([makePush('narrow-warm-up')]);
-      sim.clear();
-      sim.setLatency(600);
+      own.clear();
+      own.setLatency(600);
       const pushes = Array.from({ length: 10 }, (_, index) => makePush(`narrow-${index}`));
       const outcomes = await narrow.send(pushes, { deadline: new Date(Date.now() + 1000) });
       // Two slots, 600 ms an answer: the first two are answered, the next two are in flight at the
       // deadline, and the six that never got a slot must not reach APNs after it.
       expect(outcomes.filter((outcome) => outcome.kind === 'accepted')).toHaveLength(2);
-      sim.setLatency(undefined);
+      own.setLatency(undefined);
       await narrow.send([makePush('narrow-after')]);
-      expect(sim.received.filter((push) => push.token.startsWith('narrow-')).length).toBeLessThanOrEqual(5);
+      expect(own.received.filter((push) => push.token.startsWith('narrow-')).length).toBeLessThanOrEqual(5);
     } finally {
       await narrow.close();
     }

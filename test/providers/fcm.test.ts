@@ -271,20 +271,28 @@ describe('FCM errors become outcomes', () => {
 
 describe('a deadline for the pushes of a send', () => {
   test('pushes FCM answered keep their outcome; only those still unanswered at the deadline become transient', async () => {
-    // The connection and the OAuth token are ready: the deadline measures FCM's answers alone.
-    await provider.send([makePush('deadline-warm-up')]);
-    sim.setLatency({ min: 0, max: 4000 });
-    const pushes = Array.from({ length: 40 }, (_, index) => makePush(`deadline-${index}`));
-    const started = Date.now();
-    const outcomes = await provider.send(pushes, { deadline: new Date(started + 2000) });
-    expect(Date.now() - started).toBeLessThan(2900);
-    const accepted = outcomes.filter((outcome) => outcome.kind === 'accepted');
-    const late = outcomes.filter((outcome) => outcome.kind !== 'accepted');
-    expect(accepted.length).toBeGreaterThan(0);
-    expect(late.length).toBeGreaterThan(0);
-    expect(accepted.every((outcome) => outcome.kind === 'accepted' && outcome.providerId !== undefined)).toBe(true);
-    expect(late.every((outcome) => outcome.kind === 'transient' && outcome.reason === 'provider timeout')).toBe(true);
-    expect(outcomes.map((outcome) => outcome.deliveryId)).toEqual(pushes.map((push) => push.deliveryId));
+    // A simulator of its own: the answers left late behind the deadline must not reach other tests.
+    const { sim: own, credentials: ownCredentials } = await fcmSimulator();
+    const timed = createFcmProvider(ownCredentials, { fcm: own.url, ca: own.ca }, silentLogger);
+    try {
+      // The connection and the OAuth token are ready: the deadline measures FCM's answers alone.
+      await timed.send([makePush('deadline-warm-up')]);
+      own.setLatency({ min: 0, max: 4000 });
+      const pushes = Array.from({ length: 40 }, (_, index) => makePush(`deadline-${index}`));
+      const started = Date.now();
+      const outcomes = await timed.send(pushes, { deadline: new Date(started + 2000) });
+      expect(Date.now() - started).toBeLessThan(2900);
+      const accepted = outcomes.filter((outcome) => outcome.kind === 'accepted');
+      const late = outcomes.filter((outcome) => outcome.kind !== 'accepted');
+      expect(accepted.length).toBeGreaterThan(0);
+      expect(late.length).toBeGreaterThan(0);
+      expect(accepted.every((outcome) => outcome.kind === 'accepted' && outcome.providerId !== undefined)).toBe(true);
+      expect(late.every((outcome) => outcome.kind === 'transient' && outcome.reason === 'provider timeout')).toBe(true);
+      expect(outcomes.map((outcome) => outcome.deliveryId)).toEqual(pushes.map((push) => push.deliveryId));
+    } finally {
+      await timed.close();
+      await own.stop();
+    }
   });
 
   test('a send without a deadline waits for every answer', async () => {
