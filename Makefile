@@ -29,7 +29,7 @@ node_modules/.installed: package.json package-lock.json
 	  echo "Installing Node $(NODE_VERSION) into $(BOOTSTRAP)/ to run npm on"; \
 	  npm install --prefix $(BOOTSTRAP) --no-save --no-package-lock --engine-strict=false --loglevel=error --no-audit --no-fund node@$(NODE_VERSION); \
 	fi
-	npm ci --no-audit --no-fund
+	npm ci --no-audit --no-fund --prefer-offline
 	@node -e 'const [major] = process.versions.node.split("."); if (major < 24) { console.error("Node 24 bootstrap failed: got " + process.version); process.exit(1) }'
 	@touch $@
 

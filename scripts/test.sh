@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test: the whole suite as CI runs it (.ci/run). install, codegen-check, lint and typecheck
-# first, stopping at the first failure (no test runs then; the fuzzer's environment installs
-# alongside them); then jest (make unit) and schemathesis (make fuzz-ci) side by side, each
+# first, stopping at the first failure (no test runs then; the fuzzer's environment and Chromium
+# install alongside them); then jest (make unit) and schemathesis (make fuzz-ci) side by side, each
 # whatever the other did. The last line of the output is
 # `N passed, M failed`, every jest test and schemathesis test case that ran
 # (scripts/test-summary.mjs). Exits non-zero when a step failed or a test failed.
@@ -22,16 +22,21 @@ status=0
 jest_exit=skipped
 fuzz_exit=skipped
 fuzz_env_log=reports/fuzz-env.log
-fuzz_env_pid=''
+browser_log=reports/browser.log
 fuzz_pid=''
-# The fuzzer's Python environment installs meanwhile: it needs nothing of the steps before the fuzz.
+# What needs nothing of node_modules installs while npm does: the fuzzer's Python environment, and
+# Chromium when it is missing (both wait on the network and on the disk more than on a core).
+"$make" --no-print-directory fuzz-env >"$fuzz_env_log" 2>&1 &
+fuzz_env_pid=$!
+"$make" --no-print-directory browser >"$browser_log" 2>&1 &
+browser_pid=$!
 # Lint, typecheck and the builds the tests run on go two at a time, after codegen-check has
 # rewritten the generated code they read.
 # (Each of these depends on install; naming it too would print "Nothing to be done for 'install'".)
 if "$make" --no-print-directory install \
-  && { "$make" --no-print-directory fuzz-env >"$fuzz_env_log" 2>&1 & fuzz_env_pid=$!; } \
   && "$make" --no-print-directory codegen-check \
-  && "$make" --no-print-directory -j2 --output-sync=target lint typecheck build dashboard browser; then
+  && "$make" --no-print-directory -j2 --output-sync=target lint typecheck build dashboard \
+  && { wait "$browser_pid" || { cat "$browser_log"; false; }; }; then
   # A failed install is shown here; make fuzz-ci then tries it again, and says why it failed.
   wait "$fuzz_env_pid" || cat "$fuzz_env_log"
   # The fuzz runs beside jest: its own server and database, and mostly one core, which jest alone
@@ -46,7 +51,7 @@ if "$make" --no-print-directory install \
   [ "$jest_exit" = 0 ] && [ "$fuzz_exit" = 0 ] || status=1
 else
   # Nothing is left running behind a failed step.
-  [ -z "$fuzz_env_pid" ] || wait "$fuzz_env_pid"
+  wait "$fuzz_env_pid" "$browser_pid"
   status=1
 fi
 
