@@ -51,6 +51,7 @@ import { createLogger } from '../src/logging/logger.ts';
 import {
   bulkLoad,
   cpuSeconds,
+  createBenchDatabase,
   createCleanups,
   type FinishedNotifications,
   fixed,
@@ -144,27 +145,6 @@ const cores = (total: Cores) => ({
 async function databaseSize(orm: Orm): Promise<string> {
   const [row] = await orm.em.fork().execute<{ size: string }[]>('select pg_size_pretty(pg_database_size(current_database())) as size');
   return row.size;
-}
-
-/** A fresh database named `database` on the server, dropped at the end; answers its URL. */
-async function createBenchDatabase(adminUrl: string, database: string): Promise<string> {
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`create database "${database}"`);
-  } finally {
-    await admin.end();
-  }
-  cleanups.add('database', async () => {
-    const client = new pg.Client({ connectionString: adminUrl });
-    await client.connect();
-    try {
-      await client.query(`drop database if exists "${database}" with (force)`);
-    } finally {
-      await client.end();
-    }
-  });
-  return Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
 }
 
 /** The API's ORM on the migrated database, with an application and a token that may send. */
@@ -417,7 +397,7 @@ async function run(): Promise<number> {
   log(`Herald retention benchmark, ${new Date().toISOString()}`);
   log(machineLine(database, adminUrl));
 
-  const url = await createBenchDatabase(adminUrl, database);
+  const url = await createBenchDatabase(adminUrl, database, cleanups);
   const { apiOrm, applicationId, token } = await openApiDatabase(url);
   const seeded = await seedAndDescribe(url, apiOrm, applicationId);
   const send = await startApi(url, apiOrm, token);

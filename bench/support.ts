@@ -205,6 +205,29 @@ export function createCleanups(report: (line: string) => void = (line) => proces
   };
 }
 
+type Cleanups = ReturnType<typeof createCleanups>;
+
+/** A fresh database named `database` on the server of `adminUrl`, dropped by `cleanups`; answers its URL. */
+export async function createBenchDatabase(adminUrl: string, database: string, cleanups: Cleanups): Promise<string> {
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`create database "${database}"`);
+  } finally {
+    await admin.end();
+  }
+  cleanups.add('database', async () => {
+    const client = new pg.Client({ connectionString: adminUrl });
+    await client.connect();
+    try {
+      await client.query(`drop database if exists "${database}" with (force)`);
+    } finally {
+      await client.end();
+    }
+  });
+  return Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
+}
+
 /** A positive whole number from the environment, or `fallback` when the variable is unset. */
 export function positiveIntegerFromEnv(name: string, fallback: number): number {
   const value = process.env[name] ? Number(process.env[name]) : fallback;

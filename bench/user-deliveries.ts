@@ -35,6 +35,7 @@ import { defaultQueueSchema } from '../src/service/config.ts';
 import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
 import {
   bulkLoad,
+  createBenchDatabase,
   createCleanups,
   fixed,
   integer,
@@ -58,27 +59,6 @@ const indexColumns = 'deliveries (application_id, user_id, id)';
 const log = (line = '') => process.stdout.write(`${line}\n`);
 const silent = createLogger('silent');
 const cleanups = createCleanups();
-
-/** A fresh database named `database` on the server, dropped at the end; answers its URL. */
-async function createBenchDatabase(adminUrl: string, database: string): Promise<string> {
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`create database "${database}"`);
-  } finally {
-    await admin.end();
-  }
-  cleanups.add('database', async () => {
-    const client = new pg.Client({ connectionString: adminUrl });
-    await client.connect();
-    try {
-      await client.query(`drop database if exists "${database}" with (force)`);
-    } finally {
-      await client.end();
-    }
-  });
-  return Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
-}
 
 async function timed(work: () => Promise<unknown>): Promise<number> {
   const started = performance.now();
@@ -196,7 +176,7 @@ async function run(): Promise<number> {
   log(`Herald user-deliveries benchmark, ${new Date().toISOString()}`);
   log(machineLine(database, adminUrl));
 
-  const url = await createBenchDatabase(adminUrl, database);
+  const url = await createBenchDatabase(adminUrl, database, cleanups);
   const { base, token, applicationId } = await startApi(url);
   const client = new pg.Client({ connectionString: url });
   await client.connect();
