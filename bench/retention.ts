@@ -30,23 +30,13 @@
 //   BENCH_BATCH_SIZE          rows per deleting statement (the production value, retentionBatchSize)
 //   BENCH_JSON                write the figures to this file instead of bench/results/retention-<UTC time>.json
 import { randomBytes } from 'node:crypto';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { migrate, openOrm, type Orm } from '../src/db/orm.ts';
-import { openPipelinedPool } from '../src/db/pipelined-pool.ts';
-import { createApplication, createToken, tokenCacheMs } from '../src/domain/applications.ts';
-import { openSendLimiter } from '../src/http/send-limiter.ts';
-import { openDatabaseProbe, watchDatabase } from '../src/db/outage.ts';
+import { createApplication, createToken } from '../src/domain/applications.ts';
 import type { RetentionBatch } from '../src/domain/retention.ts';
 import { retentionBatchSize, runMaintenance } from '../src/worker/maintenance.ts';
-import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
-import { createWebhookOutbox } from '../src/domain/webhook-outbox.ts';
-import { defaultQueueSchema } from '../src/service/config.ts';
-import { createApp } from '../src/http/app.ts';
-import { loadDocument } from '../src/http/document.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import {
   bulkLoad,
@@ -64,6 +54,7 @@ import {
   positiveIntegerFromEnv,
   runBenchmark,
   seedFinishedNotifications,
+  startBenchApi,
   writeResults,
 } from './support.ts';
 
@@ -172,38 +163,9 @@ async function seedAndDescribe(url: string, apiOrm: Orm, applicationId: string):
 
 type Send = (key: string) => Promise<string | null>;
 
-/** The API as `herald serve` composes it (service.ts), on its own port; answers a send (null when it got its 202). */
+/** The API (startBenchApi) and a send through it; the send answers null when it got its 202. */
 async function startApi(url: string, apiOrm: Orm, token: string): Promise<Send> {
-  const probe = openDatabaseProbe(url);
-  cleanups.add('database probe', () => probe.close());
-  const outage = watchDatabase({ probe: probe.probe, logger: silent, roles: { api: true, worker: false } });
-  cleanups.add('outage watch', async () => outage.stop());
-  const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema, outage });
-  cleanups.add('job queue', () => boss.stop({ graceful: false }));
-  const sendLimiter = openSendLimiter(url, 4);
-  cleanups.add('rate-limit pool', () => sendLimiter.close());
-  const sends = openPipelinedPool(url, 4);
-  cleanups.add('send pool', () => sends.close());
-  const app = createApp({
-    orm: apiOrm,
-    sends,
-    fanouts: fanoutQueue(boss),
-    webhooks: createWebhookOutbox(webhookEnqueuer(boss)),
-    logger: silent,
-    document: loadDocument(),
-    bodyLimit: '1mb',
-    validateResponses: false,
-    sendLimiter,
-    outage,
-    readiness: probe.probe,
-    defaultSendPolicy: { quota: 1_000_000_000, windowSeconds: 60 },
-    tokenCacheMs,
-  });
-  const server = await new Promise<Server>((resolve, reject) => {
-    const listening = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(listening)));
-  });
-  cleanups.add('api server', () => new Promise<void>((resolve) => server.close(() => resolve())));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const base = await startBenchApi(url, apiOrm, cleanups, 4);
   const body = JSON.stringify({
     recipients: { user_ids: Array.from({ length: 10 }, (_, index) => `user-${index + 1}`) },
     notification: { title: 'Order shipped', body: 'Your order is on its way' },

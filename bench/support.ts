@@ -11,7 +11,20 @@ import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import pg from 'pg';
+import type { Orm } from '../src/db/orm.ts';
+import { openDatabaseProbe, watchDatabase } from '../src/db/outage.ts';
+import { openPipelinedPool } from '../src/db/pipelined-pool.ts';
+import { tokenCacheMs } from '../src/domain/applications.ts';
+import { createWebhookOutbox } from '../src/domain/webhook-outbox.ts';
+import { createApp } from '../src/http/app.ts';
+import { loadDocument } from '../src/http/document.ts';
+import { openSendLimiter } from '../src/http/send-limiter.ts';
+import { createLogger } from '../src/logging/logger.ts';
+import { defaultQueueSchema } from '../src/service/config.ts';
+import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
 import { simulatorKeys, type SimulatorKeys } from '../src/cli/simulate.ts';
 // Ports as the tests take them.
 export { freePort } from '../test/support/ports.ts';
@@ -226,6 +239,44 @@ export async function createBenchDatabase(adminUrl: string, database: string, cl
     }
   });
   return Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
+}
+
+/**
+ * The API as `herald serve` composes it (service.ts), for `orm`'s database, on a port of its own,
+ * closed by `cleanups`; answers its base URL. `pools`: the connections of the send and rate-limit pools.
+ */
+export async function startBenchApi(url: string, orm: Orm, cleanups: Cleanups, pools: number): Promise<string> {
+  const silent = createLogger('silent');
+  const probe = openDatabaseProbe(url);
+  cleanups.add('database probe', () => probe.close());
+  const outage = watchDatabase({ probe: probe.probe, logger: silent, roles: { api: true, worker: false } });
+  cleanups.add('outage watch', async () => outage.stop());
+  const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema, outage });
+  cleanups.add('job queue', () => boss.stop({ graceful: false }));
+  const sendLimiter = openSendLimiter(url, pools);
+  cleanups.add('rate-limit pool', () => sendLimiter.close());
+  const sends = openPipelinedPool(url, pools);
+  cleanups.add('send pool', () => sends.close());
+  const app = createApp({
+    orm,
+    sends,
+    fanouts: fanoutQueue(boss),
+    webhooks: createWebhookOutbox(webhookEnqueuer(boss)),
+    logger: silent,
+    document: loadDocument(),
+    readiness: probe.probe,
+    bodyLimit: '1mb',
+    validateResponses: false,
+    sendLimiter,
+    outage,
+    defaultSendPolicy: { quota: 1_000_000_000, windowSeconds: 60 },
+    tokenCacheMs,
+  });
+  const server = await new Promise<Server>((resolve, reject) => {
+    const listening = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(listening)));
+  });
+  cleanups.add('api server', () => new Promise<void>((resolve) => server.close(() => resolve())));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 /** A positive whole number from the environment, or `fallback` when the variable is unset. */

@@ -18,21 +18,10 @@
 //   BENCH_DELIVERIES          deliveries in the table (10000000)
 //   BENCH_REQUESTS            requests per kind of page (300)
 //   BENCH_JSON                write the figures to this file instead of bench/results/user-deliveries-<UTC time>.json
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { migrate, openOrm } from '../src/db/orm.ts';
-import { openPipelinedPool } from '../src/db/pipelined-pool.ts';
-import { openDatabaseProbe, watchDatabase } from '../src/db/outage.ts';
-import { createApplication, createToken, tokenCacheMs } from '../src/domain/applications.ts';
+import { createApplication, createToken } from '../src/domain/applications.ts';
 import { encodeCursor } from '../src/domain/cursor.ts';
-import { createWebhookOutbox } from '../src/domain/webhook-outbox.ts';
-import { createApp } from '../src/http/app.ts';
-import { loadDocument } from '../src/http/document.ts';
-import { openSendLimiter } from '../src/http/send-limiter.ts';
-import { createLogger } from '../src/logging/logger.ts';
-import { defaultQueueSchema } from '../src/service/config.ts';
-import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
 import {
   bulkLoad,
   createBenchDatabase,
@@ -44,6 +33,7 @@ import {
   runBenchmark,
   seedFinishedNotifications,
   spread,
+  startBenchApi,
   writeResults,
 } from './support.ts';
 
@@ -57,7 +47,6 @@ const index = 'deliveries_application_id_user_id_id_index';
 const indexColumns = 'deliveries (application_id, user_id, id)';
 
 const log = (line = '') => process.stdout.write(`${line}\n`);
-const silent = createLogger('silent');
 const cleanups = createCleanups();
 
 async function timed(work: () => Promise<unknown>): Promise<number> {
@@ -101,7 +90,7 @@ async function seed(client: pg.Client, applicationId: string) {
   return { deliveries: counted.deliveries, tableSize: counted.size, indexSize: built.size, plainSeconds, concurrentSeconds };
 }
 
-/** The API as `herald serve` composes it (service.ts), on its own port; answers its base URL. */
+/** The API on the migrated database, with an application and a token that may read; answers where. */
 async function startApi(url: string): Promise<{ base: string; token: string; applicationId: string }> {
   const orm = await openOrm(url, 10);
   cleanups.add('api orm', () => orm.close());
@@ -109,36 +98,7 @@ async function startApi(url: string): Promise<{ base: string; token: string; app
   const em = orm.em.fork();
   const application = await createApplication(em, 'User deliveries benchmark');
   const token = (await createToken(em, { applicationId: application.id, name: 'bench', abilities: ['notifications:read'] })).plaintext;
-  const probe = openDatabaseProbe(url);
-  cleanups.add('database probe', () => probe.close());
-  const outage = watchDatabase({ probe: probe.probe, logger: silent, roles: { api: true, worker: false } });
-  cleanups.add('outage watch', async () => outage.stop());
-  const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema, outage });
-  cleanups.add('job queue', () => boss.stop({ graceful: false }));
-  const sendLimiter = openSendLimiter(url, 2);
-  cleanups.add('rate-limit pool', () => sendLimiter.close());
-  const sends = openPipelinedPool(url, 2);
-  cleanups.add('send pool', () => sends.close());
-  const app = createApp({
-    orm,
-    sends,
-    fanouts: fanoutQueue(boss),
-    webhooks: createWebhookOutbox(webhookEnqueuer(boss)),
-    logger: silent,
-    document: loadDocument(),
-    readiness: probe.probe,
-    bodyLimit: '1mb',
-    validateResponses: false,
-    sendLimiter,
-    outage,
-    defaultSendPolicy: { quota: 1_000_000_000, windowSeconds: 60 },
-    tokenCacheMs,
-  });
-  const server = await new Promise<Server>((resolve, reject) => {
-    const listening = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(listening)));
-  });
-  cleanups.add('api server', () => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token, applicationId: application.id };
+  return { base: await startBenchApi(url, orm, cleanups, 2), token, applicationId: application.id };
 }
 
 type Page = { userId: string; limit?: number; cursor?: string };
