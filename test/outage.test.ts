@@ -1,10 +1,13 @@
 // The outage watch as workers live it, against a real Postgres behind a TCP proxy that the test
-// cuts and restores: one report starts it, the probe backs off to at most a second, and the
-// workers resume within about a second of the database answering again.
+// cuts (or silences) and restores: one report starts it, the probe backs off to at most a second,
+// the workers resume within about a second of the database answering again, and the pools'
+// connections from before the outage are dropped rather than left hung.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { watchDatabase } from '../src/db/outage.ts';
 import { openStatementPool } from '../src/db/pools.ts';
+import { PreparingClient } from '../src/db/preparing-client.ts';
 import { ping } from '../src/db/sql/infrastructure.ts';
+import { ConnectionFailed, isDatabaseUnavailable, isRetiredConnection } from '../src/db/unavailable.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { databaseUrl } from './support/harness.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
@@ -51,5 +54,57 @@ test('a database down for 4.5 s is probed at least once a second, and the worker
     watch.stop();
     await close();
     await proxy.close();
+  }
+});
+
+test("a stall's hung connections are dropped when the database answers again: a statement waiting on one fails at once, without starting another outage, and the pool answers on new ones", async () => {
+  const proxy = await startTcpProxy(databaseUrl());
+  // Statements may wait 30 s: only the retirement can end the one that waits on the stall.
+  const bounds = { connectMs: 500, statementMs: 30_000, lockMs: 0, idleInTransactionMs: 0 };
+  const pool = openStatementPool(proxy.url, 2, bounds);
+  const probePool = openStatementPool(proxy.url, 1, { ...bounds, statementMs: 300 });
+  const session = new PreparingClient({ connectionString: proxy.url });
+  let resumedAt: number | null = null;
+  let pauses = 0;
+  const watch = watchDatabase({
+    probe: () => ping(probePool.db),
+    logger: createLogger('silent'),
+    roles: { api: false, worker: true },
+    onDown: () => void (pauses += 1),
+    onUp: () => void (resumedAt = Date.now()),
+  });
+  try {
+    await session.connect();
+    // Two pool connections, both idle once answered.
+    await Promise.all([ping(pool.db), ping(pool.db)]);
+    proxy.blackhole();
+    const waiting = ping(pool.db).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(watch.report(new ConnectionFailed(new Error('timeout expired')))).toBe(true);
+    await sleep(1_000);
+    await proxy.restore();
+    while (resumedAt === null) await sleep(20);
+
+    const failure = await waiting;
+    expect(Date.now() - resumedAt).toBeLessThan(1_000);
+    expect([isDatabaseUnavailable(failure), isRetiredConnection(failure)]).toEqual([true, true]);
+    // Retried as an outage's failure, but the outage is over: no second pause.
+    expect(watch.report(failure)).toBe(true);
+    expect([watch.down, pauses]).toEqual([false, 1]);
+    // Both connections from before the stall are gone: the next statements, two at once, are
+    // answered on new ones within a second instead of waiting 30 s on hung ones.
+    const started = Date.now();
+    await Promise.all([ping(pool.db), ping(pool.db)]);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    // A session (the job leases' lock) is never dropped from outside: its locks last as long as it.
+    await expect(Promise.race([session.query('select 1'), sleep(300).then(() => 'still hung')])).resolves.toBe('still hung');
+  } finally {
+    watch.stop();
+    await pool.close();
+    await probePool.close();
+    await proxy.close();
+    await session.end().catch(() => undefined);
   }
 });

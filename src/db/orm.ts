@@ -6,7 +6,7 @@ import { defineConfig, MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import { boundedConnections, defaultBounds, migrationBounds, type DatabaseBounds } from './bounds.ts';
 import { entities } from './entities.ts';
-import { PreparingClient } from './preparing-client.ts';
+import { PreparingClient, PreparingPoolClient } from './preparing-client.ts';
 import { compiled } from './sql/execute.ts';
 import { takeMigrationLock } from './sql/infrastructure.ts';
 
@@ -21,7 +21,7 @@ export function ormConfig(clientUrl: string, poolMax = 10, bounds: DatabaseBound
     pool: { max: poolMax },
     // Passed on to its pg pool: each statement text is parsed once per connection, and every call is
     // bounded.
-    driverOptions: { Client: PreparingClient, ...boundedConnections(bounds) },
+    driverOptions: { Client: PreparingPoolClient, ...boundedConnections(bounds) },
     // Timestamps are written and read as UTC, whatever the database server's time zone.
     forceUtcTimezone: true,
     debug: false,

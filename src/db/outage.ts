@@ -5,7 +5,8 @@ import type { Logger } from '../logging/logger.ts';
 import { probeBounds } from './bounds.ts';
 import { openStatementPool } from './pools.ts';
 import { ping } from './sql/infrastructure.ts';
-import { isDatabaseUnavailable } from './unavailable.ts';
+import { retireConnections } from './preparing-client.ts';
+import { isDatabaseUnavailable, isRetiredConnection } from './unavailable.ts';
 
 export type DatabaseProbe = { probe(): Promise<void>; close(): Promise<void> };
 
@@ -58,7 +59,9 @@ export function watchDatabase(options: {
         return;
       }
       down = false;
-      logger.info({ outageSeconds: Math.round((Date.now() - since) / 100) / 10 }, 'database reachable again');
+      // Before the workers claim again: a connection from before the outage may be hung for good.
+      const retired = retireConnections(since);
+      logger.info({ outageSeconds: Math.round((Date.now() - since) / 100) / 10, connectionsRetired: retired }, 'database reachable again');
       try {
         await options.onUp?.();
       } catch (error) {
@@ -71,7 +74,8 @@ export function watchDatabase(options: {
   return {
     report(error) {
       if (!isDatabaseUnavailable(error)) return false;
-      if (down || stopped) return true;
+      // A statement cut by the retirement that ended the last outage: retried, not a new outage.
+      if (down || stopped || isRetiredConnection(error)) return true;
       down = true;
       const message = error instanceof Error ? error.message : String(error);
       logger.warn({ cause: message }, `database unreachable: ${meanwhile} until it answers again`);

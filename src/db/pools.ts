@@ -3,17 +3,17 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { boundedConnections, defaultBounds, type DatabaseBounds } from './bounds.ts';
-import { PreparingClient } from './preparing-client.ts';
+import { PreparingPoolClient } from './preparing-client.ts';
 
 /**
  * A pool of its own, beside the ORM's. A connection the database cuts emits 'error': on an idle one
  * the pool's listener takes it, but one checked out between two statements has none, and an
  * unheard 'error' ends the process. Every connection gets a listener; the failure still reaches
  * the statement that uses the connection. Its connections prepare each statement text once
- * (PreparingClient), as the ORM's do.
+ * (PreparingPoolClient), as the ORM's do.
  */
 export function openListenedPool(config: pg.PoolConfig): pg.Pool {
-  const pool = new pg.Pool({ Client: PreparingClient, ...config });
+  const pool = new pg.Pool({ Client: PreparingPoolClient, ...config });
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;

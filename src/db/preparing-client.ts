@@ -12,9 +12,13 @@
 // ConnectionFailed (the database is unavailable, whatever the driver or the server said), and a
 // connection whose statement was not answered within pg's query_timeout is closed, so that the pool
 // drops it instead of lending it out again behind a statement that may never be answered.
+//
+// And a pool's connections are retired when a database outage ends (retireConnections): a
+// connection opened before the outage may sit on a link that will never carry anything again (a
+// half-open link, a partition), and would hold each statement lent to it until its bound.
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { ConnectionFailed, queryReadTimeout } from './unavailable.ts';
+import { ConnectionFailed, ConnectionRetired, queryReadTimeout } from './unavailable.ts';
 
 /**
  * How many distinct statements are prepared at most; any other runs unnamed. pg-boss builds its
@@ -46,6 +50,9 @@ type ConnectCallback = (error: unknown, ...rest: unknown[]) => void;
 type Connect = (callback?: ConnectCallback) => Promise<unknown> | undefined;
 
 class Preparing extends pg.Client {
+  /** Ended by retireConnections: what fails on it from then on is a ConnectionRetired. */
+  private retired = false;
+
   // pg.Client's query has a dozen overloads, with the text or a config first: all arrive here.
   override query(config: unknown, values?: unknown, callback?: unknown): never {
     const query = super.query as unknown as Query;
@@ -55,7 +62,7 @@ class Preparing extends pg.Client {
       typeof given === 'function'
         ? (error: unknown, result?: unknown) => {
             this.closeIfUnanswered(error);
-            (given as Callback)(error, result);
+            (given as Callback)(this.failure(error), result);
           }
         : given;
     const name = typeof config === 'string' && singleDataStatement.test(config) ? preparedName(config) : undefined;
@@ -66,8 +73,11 @@ class Preparing extends pg.Client {
           typeof values === 'function'
           ? query.call(this, { name, text: config, values: [] }, watched(values))
           : query.call(this, { name, text: config, values: values ?? [] }, watched(callback));
-    if (result instanceof Promise) result.catch((error: unknown) => this.closeIfUnanswered(error));
-    return result as never;
+    if (!(result instanceof Promise)) return result as never;
+    return result.catch((error: unknown) => {
+      this.closeIfUnanswered(error);
+      throw this.failure(error);
+    }) as never;
   }
 
   // (callback) as pg-pool calls it, and () as a dedicated session does.
@@ -88,6 +98,65 @@ class Preparing extends pg.Client {
   private closeIfUnanswered(error: unknown): void {
     if (error instanceof Error && error.message === queryReadTimeout) this.end().catch(() => undefined);
   }
+
+  private failure(error: unknown): unknown {
+    return error && this.retired ? new ConnectionRetired(error) : error;
+  }
+
+  /**
+   * Drops the connection as a failed link would: its socket is destroyed (pg's own end() does so
+   * only under an active statement, and otherwise waits for a goodbye a hung link never carries).
+   * A statement waiting on it fails at once; an idle one leaves its pool, which never lends it again.
+   */
+  retire(): void {
+    this.retired = true;
+    this.connection.stream.destroy();
+  }
+}
+
+/** The pools' connections, each with the time it was opened. */
+const pooled = new Map<PoolClient, number>();
+
+class PoolClient extends Preparing {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    // A connection that fails while lent out, between statements, fails its holder's next
+    // statement; unheard, the 'error' event would end the process.
+    this.on('error', () => undefined);
+    this.once('end', () => pooled.delete(this));
+  }
+
+  override connect(callback?: unknown): never {
+    const opened = () => pooled.set(this, Date.now());
+    if (typeof callback === 'function') {
+      return super.connect((error: unknown, ...rest: unknown[]) => {
+        if (!error) opened();
+        (callback as ConnectCallback)(error, ...rest);
+      });
+    }
+    return (super.connect() as unknown as Promise<unknown>).then((value) => {
+      opened();
+      return value;
+    }) as never;
+  }
+}
+
+/**
+ * Drops every pool connection opened before `openedBefore` (the start of an outage that is now
+ * over), idle or busy; the pools open new ones. A statement waiting on one fails with a
+ * ConnectionRetired, which is retried like an outage's failure but does not start another
+ * (outage.ts). Returns how many were dropped. Sessions (PreparingClient outside a pool: the job leases' lock,
+ * the migrations' lock) are never retired: their locks last as long as their connection.
+ */
+export function retireConnections(openedBefore: number): number {
+  let retired = 0;
+  for (const [client, openedAt] of pooled) {
+    if (openedAt >= openedBefore) continue;
+    pooled.delete(client);
+    client.retire();
+    retired++;
+  }
+  return retired;
 }
 
 /**
@@ -98,3 +167,6 @@ class Preparing extends pg.Client {
  */
 export const PreparingClient = Preparing as unknown as typeof pg.Client;
 export type PreparingClient = pg.Client;
+
+/** PreparingClient as every pool of Herald's is given it (`Client`): retired when an outage ends (retireConnections). */
+export const PreparingPoolClient = PoolClient as unknown as typeof pg.Client;

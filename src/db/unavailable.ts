@@ -19,6 +19,26 @@ export class ConnectionFailed extends Error {
   }
 }
 
+/**
+ * What a statement on a connection retired after an outage (db/preparing-client.ts retireConnections)
+ * fails with: the database is unavailable to it, so it is retried as after an outage, but the outage
+ * is over and this is not a new one (outage.ts). `retired` is enumerable, like ConnectionFailed's field.
+ */
+export class ConnectionRetired extends Error {
+  readonly retired = true;
+
+  constructor(cause: unknown) {
+    super(`connection retired after a database outage: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'ConnectionRetired';
+  }
+}
+
+/** Whether `error` came from a connection retired after an outage (ConnectionRetired, or a copy of its fields). */
+export function isRetiredConnection(error: unknown): boolean {
+  for (const { retired } of chain(error)) if (retired === true) return true;
+  return false;
+}
+
 /** pg's message when a statement was not answered within its query_timeout. */
 export const queryReadTimeout = 'Query read timeout';
 
@@ -44,8 +64,8 @@ function* chain(error: unknown): Generator<Record<string, unknown>> {
 }
 
 export function isDatabaseUnavailable(error: unknown): boolean {
-  for (const { code, name, message, failedWhile } of chain(error)) {
-    if (failedWhile === 'connecting') return true;
+  for (const { code, name, message, failedWhile, retired } of chain(error)) {
+    if (failedWhile === 'connecting' || retired === true) return true;
     if (typeof code === 'string' && (networkCodes.has(code) || endedStates.has(code) || code.startsWith('08'))) return true;
     if (name === 'ConnectionException') return true;
     if (typeof message === 'string' && driverMessages.test(message)) return true;

@@ -4,7 +4,7 @@
 import { fromKysely, PgBoss, type Queue } from 'pg-boss';
 import { boundedConnections, defaultBounds, type DatabaseBounds } from '../db/bounds.ts';
 import type { OutageWatch } from '../db/outage.ts';
-import { PreparingClient } from '../db/preparing-client.ts';
+import { PreparingPoolClient } from '../db/preparing-client.ts';
 import type { FanoutQueue } from '../domain/notifications.ts';
 import type { EnqueueWebhookJobs } from '../domain/webhook-outbox.ts';
 import type { Logger } from '../logging/logger.ts';
@@ -47,7 +47,7 @@ export async function startBoss(
   },
 ): Promise<PgBoss> {
   // pg-boss passes what its options do not name on to its pg pool: `Client`, and the bounds.
-  const poolOptions = { Client: PreparingClient, ...boundedConnections(options.bounds ?? defaultBounds) };
+  const poolOptions = { Client: PreparingPoolClient, ...boundedConnections(options.bounds ?? defaultBounds) };
   const boss = new PgBoss({
     ...poolOptions,
     connectionString: withGenericPlans(connectionString),
