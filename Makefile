@@ -13,9 +13,10 @@ NODE_VERSION := $(shell sed -n 's/^ *"node": "\([0-9][0-9.]*\)",\{0,1\}$$/\1/p' 
 start: install dashboard build  ## run Herald (API + workers); embedded Postgres when DATABASE_URL is unset
 	./bin/herald start
 
-# The whole test suite, as CI runs it (scripts/test.sh): install, codegen-check, lint, typecheck
-# (stopping at the first failure), then unit and fuzz-ci (both, whatever the other did). Its last
-# line counts every jest test and schemathesis test case that ran: `N passed, M failed`.
+# The whole test suite, as CI runs it (scripts/test.sh): install, codegen-check and the builds
+# (stopping at the first failure), then unit and fuzz-ci (both, whatever the other did) with lint
+# and typecheck beside them. Its last line counts every jest test and schemathesis test case that
+# ran, a failed lint or typecheck as one failed: `N passed, M failed`.
 test:
 	@MAKE='$(MAKE)' bash scripts/test.sh
 

@@ -2,10 +2,11 @@
 // the jest tests and the schemathesis test cases. One line per tool comes before it, with what
 // each counted and from where. Exits 1 when M > 0, else 0. A missing or unreadable report counts
 // as nothing run; a step that exited non-zero but has no failure counted counts as 1 failed, so
-// M > 0 whenever a test step failed.
+// M > 0 whenever a test step failed. Lint and typecheck (which ran beside the tests) count
+// nothing when they pass and 1 failed when they do not.
 //
 // Usage: node scripts/test-summary.mjs --jest-report FILE --jest-exit CODE
-//          --fuzz-junit FILE --fuzz-log FILE --fuzz-exit CODE
+//          --fuzz-junit FILE --fuzz-log FILE --fuzz-exit CODE --checks-exit CODE
 // CODE is the step's exit status, or `skipped` when it did not run (an earlier step failed).
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -17,6 +18,7 @@ const { values: options } = parseArgs({
     'fuzz-junit': { type: 'string', default: 'reports/fuzz-junit.xml' },
     'fuzz-log': { type: 'string', default: 'reports/fuzz-output.log' },
     'fuzz-exit': { type: 'string', default: 'skipped' },
+    'checks-exit': { type: 'string', default: 'skipped' },
   },
 });
 
@@ -133,6 +135,7 @@ function step(name, exit, count) {
 const steps = [
   step('jest', options['jest-exit'], () => jestCounts(options['jest-report'])),
   step('schemathesis', options['fuzz-exit'], () => fuzzCounts(options['fuzz-junit'], options['fuzz-log'])),
+  step('lint and typecheck', options['checks-exit'], () => ({ passed: 0, failed: 0, note: 'reports/checks.log' })),
 ];
 for (const { name, passed, failed, note } of steps) console.log(`${name}: ${passed} passed, ${failed} failed (${note})`);
 const passed = steps.reduce((sum, s) => sum + s.passed, 0);
