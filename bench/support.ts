@@ -249,7 +249,7 @@ export async function startBenchApi(url: string, orm: Orm, cleanups: Cleanups, p
   const silent = createLogger('silent');
   const probe = openDatabaseProbe(url);
   cleanups.add('database probe', () => probe.close());
-  const outage = watchDatabase({ probe: probe.probe, logger: silent, roles: { api: true, worker: false } });
+  const outage = watchDatabase({ probe: probe.probe, database: url, logger: silent, roles: { api: true, worker: false } });
   cleanups.add('outage watch', async () => outage.stop());
   const boss = await startBoss(url, silent, { worker: false, schema: defaultQueueSchema, outage });
   cleanups.add('job queue', () => boss.stop({ graceful: false }));

@@ -7,6 +7,8 @@ import { watchDatabase } from '../src/db/outage.ts';
 import { openStatementPool } from '../src/db/pools.ts';
 import { PreparingClient } from '../src/db/preparing-client.ts';
 import { ping } from '../src/db/sql/infrastructure.ts';
+import { run, type Db } from '../src/db/sql/execute.ts';
+import { sql } from 'kysely';
 import { ConnectionFailed, isDatabaseUnavailable, isRetiredConnection } from '../src/db/unavailable.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { databaseUrl } from './support/harness.ts';
@@ -66,8 +68,11 @@ test("a stall's hung connections are dropped when the database answers again: a 
   const session = new PreparingClient({ connectionString: proxy.url });
   let resumedAt: number | null = null;
   let pauses = 0;
+  // A pool of another database (the same server, not behind the proxy) is not the outage's.
+  const elsewhere = openStatementPool(databaseUrl(), 1, bounds);
   const watch = watchDatabase({
     probe: () => ping(probePool.db),
+    database: proxy.url,
     logger: createLogger('silent'),
     roles: { api: false, worker: true },
     onDown: () => void (pauses += 1),
@@ -76,7 +81,8 @@ test("a stall's hung connections are dropped when the database answers again: a 
   try {
     await session.connect();
     // Two pool connections, both idle once answered.
-    await Promise.all([ping(pool.db), ping(pool.db)]);
+    await Promise.all([ping(pool.db), ping(pool.db), ping(elsewhere.db)]);
+    const elsewhereBusy = sleepOn(elsewhere.db, 2);
     proxy.blackhole();
     const waiting = ping(pool.db).then(
       () => null,
@@ -100,11 +106,18 @@ test("a stall's hung connections are dropped when the database answers again: a 
     expect(Date.now() - started).toBeLessThan(1_000);
     // A session (the job leases' lock) is never dropped from outside: its locks last as long as it.
     await expect(Promise.race([session.query('select 1'), sleep(300).then(() => 'still hung')])).resolves.toBe('still hung');
+    await expect(elsewhereBusy).resolves.toBeUndefined();
   } finally {
     watch.stop();
     await pool.close();
     await probePool.close();
+    await elsewhere.close();
     await proxy.close();
     await session.end().catch(() => undefined);
   }
 });
+
+/** A statement that takes `seconds`, on its own connection of the pool. */
+async function sleepOn(db: Db, seconds: number): Promise<void> {
+  await run(db, sql`select pg_sleep(${seconds})`);
+}

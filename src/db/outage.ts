@@ -36,6 +36,8 @@ export function watchDatabase(options: {
   onDown?: () => Promise<void> | void;
   /** Called once when the database answers again (workers claim again). */
   onUp?: () => Promise<void> | void;
+  /** The database's URL: its pooled connections opened before an outage are dropped when it ends (retireConnections). */
+  database?: string;
   firstProbeMs?: number;
   maxProbeMs?: number;
 }): OutageWatch {
@@ -60,7 +62,7 @@ export function watchDatabase(options: {
       }
       down = false;
       // Before the workers claim again: a connection from before the outage may be hung for good.
-      const retired = retireConnections(since);
+      const retired = options.database === undefined ? 0 : retireConnections(options.database, since);
       logger.info({ outageSeconds: Math.round((Date.now() - since) / 100) / 10, connectionsRetired: retired }, 'database reachable again');
       try {
         await options.onUp?.();

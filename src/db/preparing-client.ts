@@ -142,16 +142,19 @@ class PoolClient extends Preparing {
 }
 
 /**
- * Drops every pool connection opened before `openedBefore` (the start of an outage that is now
- * over), idle or busy; the pools open new ones. A statement waiting on one fails with a
+ * Drops every pool connection to `database` (a URL: its host, port and database name) opened
+ * before `openedBefore` (the start of an outage of it that is now over), idle or busy; the pools
+ * open new ones. A statement waiting on one fails with a
  * ConnectionRetired, which is retried like an outage's failure but does not start another
  * (outage.ts). Returns how many were dropped. Sessions (PreparingClient outside a pool: the job leases' lock,
  * the migrations' lock) are never retired: their locks last as long as their connection.
  */
-export function retireConnections(openedBefore: number): number {
+export function retireConnections(database: string, openedBefore: number): number {
+  const url = new URL(database);
+  const [host, port, name] = [url.hostname, Number(url.port || 5432), decodeURIComponent(url.pathname.slice(1))];
   let retired = 0;
   for (const [client, openedAt] of pooled) {
-    if (openedAt >= openedBefore) continue;
+    if (openedAt >= openedBefore || client.host !== host || client.port !== port || client.database !== name) continue;
     pooled.delete(client);
     client.retire();
     retired++;

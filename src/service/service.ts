@@ -134,6 +134,7 @@ async function startOn(
   started(() => probe.close());
   const outage = watchDatabase({
     probe: probe.probe,
+    database: database.url,
     logger,
     roles,
     onDown: () => workerPart?.workers.pause(),

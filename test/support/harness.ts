@@ -68,7 +68,7 @@ export async function startHarness(
   await migrate(orm);
   const queueSchema = options.queueSchema ?? defaultQueueSchema;
   const probe = openDatabaseProbe(url);
-  const outage = watchDatabase({ probe: probe.probe, logger, roles: { api: true, worker: false } });
+  const outage = watchDatabase({ probe: probe.probe, database: url, logger, roles: { api: true, worker: false } });
   const boss = await startBoss(url, logger, { worker: false, schema: queueSchema, outage, bounds: options.bounds });
   const sendLimiter = openSendLimiter(url, 2, options.bounds);
   const sends = openPipelinedPool(url, 3, options.bounds);

@@ -61,7 +61,15 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
     });
     upstream.on('data', () => (serverSpoke = true));
   });
-  const listen = (port: number) => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  // A port taken meanwhile (restore() listens on the same one again) fails the test instead of hanging it.
+  const listen = (port: number) =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
   await listen(0);
   const port = (server.address() as net.AddressInfo).port;
   const url = new URL(targetUrl);
