@@ -4,6 +4,7 @@
 // worker sweeps once a second for leases whose holder's lock is gone and hands those jobs back,
 // so another worker retries them within a few seconds.
 import { randomInt } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { PgBoss } from 'pg-boss';
 import { clientSideBounds, defaultBounds, type DatabaseBounds } from '../db/bounds.ts';
 import { openStatementPool } from '../db/pools.ts';
@@ -35,6 +36,8 @@ const sweepEveryMs = 1000;
  * (terminated connections, a database restart) takes its lock again well within it.
  */
 const missingForMs = 2000;
+/** How long a stopping process waits for its lock session's goodbye. */
+const endWaitMs = 1000;
 
 /**
  * The holder's advisory lock, on a session that lives as long as the process: `hold` takes it when
@@ -74,8 +77,10 @@ function holderLock(url: string, holder: number, bounds: DatabaseBounds, logger:
     },
     async end() {
       ended = true;
-      // At shutdown: the session's end releases the lock whatever its answer.
-      await lock?.end().catch(() => undefined);
+      // At shutdown: the session's end releases the lock whatever its answer. A session on a link
+      // that carries nothing (a stall) would never answer its goodbye: the process's exit closes it.
+      const ending = lock?.end().catch(() => undefined);
+      await Promise.race([ending, sleep(endWaitMs, undefined, { ref: false })]);
     },
   };
 }
