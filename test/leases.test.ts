@@ -11,6 +11,7 @@ import { queues } from '../src/worker/queue.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 import { waitFor } from './support/receiver.ts';
 import { createDatabase } from './support/seed.ts';
+import { startTcpProxy } from './support/tcp-proxy.ts';
 
 let harness: Harness;
 let leases: Leases;
@@ -126,5 +127,19 @@ test('a lease sweep that fails for another reason than an outage says so in the 
   } finally {
     await sweeping.stop();
     await bare.drop();
+  }
+});
+
+test('a worker stops within its grace when a stall left its lock session hung: the session is not waited for', async () => {
+  const proxy = await startTcpProxy(harness.url);
+  const stalled = await startLeases({ url: proxy.url, boss: harness.boss, queueSchema: harness.queueSchema, logger: harness.logger });
+  try {
+    proxy.blackhole();
+    const started = Date.now();
+    await stalled.stop();
+    // The sweep in flight, if any, may wait out its statement; the lock's goodbye is never answered.
+    expect(Date.now() - started).toBeLessThan(3_000);
+  } finally {
+    await proxy.close();
   }
 });
