@@ -1041,6 +1041,58 @@ export interface components {
             };
         };
         /**
+         * @description (1.3.0) Key/value strings the app's backend sets on an installation, which an audience's
+         *     `tags` conditions match. At most 64; keys match `^[A-Za-z0-9_.:-]{1,64}$`, values are
+         *     strings of at most 255 characters; both are case-sensitive. `{}` when none.
+         */
+        Tags: {
+            [key: string]: components["schemas"]["TagValue"];
+        };
+        TagKey: string;
+        TagValue: string;
+        /**
+         * @description (1.3.0) A filter over the application's installations; every condition given must hold
+         *     (AND). `all: true` alone means every installation. An audience with no condition and
+         *     without `all: true` is refused (422): a broadcast is never an accident. `all: true`
+         *     together with a condition is refused too (it would mean the condition alone).
+         *
+         *     Only active installations are matched, and the usual eligibility rules apply as for a
+         *     `user_ids` send: permission `denied` is skipped, iOS `not_determined` is skipped for a
+         *     visible push, and an identifier shared by several installations of the application is
+         *     pushed once.
+         */
+        Audience: {
+            /** @description Installations of these platforms. */
+            platforms?: components["schemas"]["Platform"][];
+            /** @description Conditions on the installation's `tags`. */
+            tags?: components["schemas"]["AudienceTagCondition"][];
+            /**
+             * @description Installations whose `device.locale` is one of these language tags or more specific,
+             *     compared by whole subtags, case-insensitively, `_` read as `-`: `de` matches `de`,
+             *     `de-AT` and `de_at`, not `den`; `pt-BR` matches `pt_BR` but not `pt`. An installation
+             *     without a locale matches none.
+             */
+            locales?: components["schemas"]["LanguageTag"][];
+            /** @description Installations whose `last_seen_at` is within this many days (24 h each) of now. */
+            active_within_days?: number;
+            /** @description `true`: every installation of the application. Only alone. */
+            all?: boolean;
+        };
+        /**
+         * @description One condition on an installation's tags. `eq`: the key has `value`. `ne`: the key does not
+         *     have `value`, including installations without the key. `in`: the key has one of `values`.
+         *     `exists` / `not_exists`: the key is set / not set, whatever its value. `eq` and `ne` take
+         *     `value` only, `in` takes `values` only, `exists` and `not_exists` neither (422 otherwise).
+         *     Keys and values are compared exactly (case-sensitive).
+         */
+        AudienceTagCondition: {
+            key: components["schemas"]["TagKey"];
+            /** @enum {string} */
+            op: "eq" | "ne" | "in" | "exists" | "not_exists";
+            value?: components["schemas"]["TagValue"];
+            values?: components["schemas"]["TagValue"][];
+        };
+        /**
          * @description A free-form JSON object. Strings and keys must not contain U+0000 (Postgres cannot
          *     store it), and a request body nests at most 32 objects and arrays deep.
          */
@@ -3125,6 +3177,7 @@ export const platformValues: ReadonlyArray<FlattenedDeepRequired<components>["sc
 export const permissionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Permission"]> = ["unknown", "not_determined", "authorized", "provisional", "ephemeral", "denied"];
 export const installationProvider_identifier_typeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["provider_identifier_type"]> = ["apns_token", "fcm_token"];
 export const installationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["status"]> = ["active", "invalid"];
+export const audienceTagConditionOpValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AudienceTagCondition"]["op"]> = ["eq", "ne", "in", "exists", "not_exists"];
 export const notificationOptionsPriorityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationOptions"]["priority"]> = ["normal", "high"];
 export const notificationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationStatus"]> = ["queued", "processing", "completed", "partial", "failed", "cancelled"];
 export const droppedFieldValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DroppedField"]> = ["image_url", "action_url"];

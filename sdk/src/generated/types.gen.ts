@@ -177,6 +177,74 @@ export type InstallationPage = {
 };
 
 /**
+ * (1.3.0) Key/value strings the app's backend sets on an installation, which an audience's
+ * `tags` conditions match. At most 64; keys match `^[A-Za-z0-9_.:-]{1,64}$`, values are
+ * strings of at most 255 characters; both are case-sensitive. `{}` when none.
+ *
+ */
+export type Tags = {
+    [key in TagKey]?: TagValue;
+};
+
+export type TagKey = string;
+
+export type TagValue = string;
+
+/**
+ * (1.3.0) A filter over the application's installations; every condition given must hold
+ * (AND). `all: true` alone means every installation. An audience with no condition and
+ * without `all: true` is refused (422): a broadcast is never an accident. `all: true`
+ * together with a condition is refused too (it would mean the condition alone).
+ *
+ * Only active installations are matched, and the usual eligibility rules apply as for a
+ * `user_ids` send: permission `denied` is skipped, iOS `not_determined` is skipped for a
+ * visible push, and an identifier shared by several installations of the application is
+ * pushed once.
+ *
+ */
+export type Audience = {
+    /**
+     * Installations of these platforms.
+     */
+    platforms?: Array<Platform>;
+    /**
+     * Conditions on the installation's `tags`.
+     */
+    tags?: Array<AudienceTagCondition>;
+    /**
+     * Installations whose `device.locale` is one of these language tags or more specific,
+     * compared by whole subtags, case-insensitively, `_` read as `-`: `de` matches `de`,
+     * `de-AT` and `de_at`, not `den`; `pt-BR` matches `pt_BR` but not `pt`. An installation
+     * without a locale matches none.
+     *
+     */
+    locales?: Array<LanguageTag>;
+    /**
+     * Installations whose `last_seen_at` is within this many days (24 h each) of now.
+     */
+    active_within_days?: number;
+    /**
+     * `true`: every installation of the application. Only alone.
+     */
+    all?: boolean;
+};
+
+/**
+ * One condition on an installation's tags. `eq`: the key has `value`. `ne`: the key does not
+ * have `value`, including installations without the key. `in`: the key has one of `values`.
+ * `exists` / `not_exists`: the key is set / not set, whatever its value. `eq` and `ne` take
+ * `value` only, `in` takes `values` only, `exists` and `not_exists` neither (422 otherwise).
+ * Keys and values are compared exactly (case-sensitive).
+ *
+ */
+export type AudienceTagCondition = {
+    key: TagKey;
+    op: 'eq' | 'ne' | 'in' | 'exists' | 'not_exists';
+    value?: TagValue;
+    values?: Array<TagValue>;
+};
+
+/**
  * A free-form JSON object. Strings and keys must not contain U+0000 (Postgres cannot
  * store it), and a request body nests at most 32 objects and arrays deep.
  *
