@@ -61,22 +61,42 @@ export const eligibleForVisiblePush = sql<boolean>`(i.permission <> 'denied' and
 
 export type AudienceCount = { installations: number; users: number };
 
+/** Memory a count's hash tables may take before they spill to disk (its transaction's setting only). */
+const countWorkMem = '128MB';
+
 /**
  * Exactly whom a visible push to the audience would reach now: its active, eligible installations,
- * an identifier shared by several of them counted once (the most recently seen keeps it, as in
- * classify), and the distinct users among those (an installation without a user counts as one).
+ * an identifier shared by several of them counted once, and the distinct users among those (an
+ * installation without a user counts as one). Run it in a transaction: its work_mem is set for
+ * that transaction alone.
+ *
+ * Hash aggregates, not DISTINCT ON or count(distinct), which sort every matched row (on disk past
+ * work_mem). An identifier group of one installation is that installation; for the rare shared
+ * identifier, the installation that keeps it is looked up as classify picks it (domain/fanout.ts:
+ * the most recently seen), and its user is the one counted.
  */
 export async function countAudience(db: Db, applicationId: string, audience: Audience): Promise<AudienceCount> {
+  const matches = sql`i.application_id = ${applicationId} and i.status = 'active' and ${eligibleForVisiblePush} and ${audienceCondition(audience)}`;
+  await rows(db, sql`select set_config('work_mem', ${countWorkMem}, true)`);
   const [count] = await rows(
     db,
     sql<AudienceCount>`
-      select count(*)::int as installations,
-             (count(distinct m.user_id) + count(*) filter (where m.user_id is null))::int as users
-        from (select distinct on (i.platform, i.provider_identifier) i.user_id
-                from installations i
-               where i.application_id = ${applicationId} and i.status = 'active' and ${eligibleForVisiblePush}
-                 and ${audienceCondition(audience)}
-               order by i.platform, i.provider_identifier, i.last_seen_at desc, i.id desc) m`,
+      with devices as materialized (
+        select i.platform, i.provider_identifier, count(*) as installations, min(i.user_id) as user_id
+          from installations i
+         where ${matches}
+         group by i.platform, i.provider_identifier
+      ), reached as materialized (
+        select case when d.installations = 1 then d.user_id
+                    else (select i.user_id from installations i
+                           where i.platform = d.platform and i.provider_identifier = d.provider_identifier and ${matches}
+                           order by i.last_seen_at desc, i.id desc limit 1)
+               end as user_id
+          from devices d
+      )
+      select (select count(*) from reached)::int as installations,
+             ((select count(*) from (select r.user_id from reached r where r.user_id is not null group by r.user_id) u)
+              + (select count(*) from reached r where r.user_id is null))::int as users`,
   );
   return count;
 }
