@@ -72,6 +72,8 @@ function requestFieldErrors(req: Request, issues: ValidatorIssue[]): FieldErrors
     if (!errors[field]?.includes(message)) addFieldError(errors, field, message);
   };
   for (const issue of issues) {
+    // An `if` that held reports its `then` failing as well: that one's issue names the field.
+    if (issue.errorCode === 'if.openapi.validation') continue;
     if (issue.errorCode === 'not.openapi.validation') {
       const rule = notRules[issue.path ?? ''];
       if (rule && isObject(valueAt(req, rule.judges))) add(rule.field, rule.message);
