@@ -1112,7 +1112,11 @@ export interface components {
             invalidated_at: string | null;
             /** @description The provider's reason, e.g. `Unregistered` or `UNREGISTERED`; null while `active`. */
             invalid_reason: string | null;
-            tags: components["schemas"]["Tags"];
+            /**
+             * @description (1.3.0) In every answer of the installations operations (`{}` when none). Not in the
+             *     `installation.invalidated` webhook, whose payload 1.3.0 leaves as it was.
+             */
+            tags?: components["schemas"]["Tags"];
         };
         /** @description A full installation; optional fields left out become empty. */
         InstallationPut: {
@@ -1840,7 +1844,7 @@ export interface components {
                 delivery: components["schemas"]["Delivery"];
             };
         };
-        /** @description A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`). */
+        /** @description A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`), without `tags`. */
         InstallationInvalidatedEvent: {
             /** Format: uuid */
             id: string;

@@ -128,7 +128,12 @@ export type Installation = {
      * The provider's reason, e.g. `Unregistered` or `UNREGISTERED`; null while `active`.
      */
     invalid_reason: string | null;
-    tags: Tags;
+    /**
+     * (1.3.0) In every answer of the installations operations (`{}` when none). Not in the
+     * `installation.invalidated` webhook, whose payload 1.3.0 leaves as it was.
+     *
+     */
+    tags?: Tags;
 };
 
 /**
@@ -1027,7 +1032,7 @@ export type DeliveryFailedEvent = {
 };
 
 /**
- * A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`).
+ * A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`), without `tags`.
  */
 export type InstallationInvalidatedEvent = {
     id: string;
