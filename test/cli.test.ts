@@ -145,7 +145,7 @@ test('segments set refuses an audience that is not JSON, not an audience, or emp
   });
   await expect(herald('segments', 'set', '--app', appId, 's', '{}')).rejects.toMatchObject({
     code: 1,
-    stderr: expect.stringContaining('The audience needs at least one condition'),
+    stderr: expect.stringContaining('not an audience: audience must NOT have fewer than 1 properties'),
   });
   await expect(herald('segments', 'set', '--app', appId, 'a b', '{"all":true}')).rejects.toMatchObject({ code: 1 });
 });
