@@ -95,6 +95,11 @@ const operations: Operation[] = [
     },
   },
   { name: 'getApp', method: 'get', path: '/api/v1/app', ability: null },
+  { name: 'listSegments', method: 'get', path: '/api/v1/segments', ability: 'notifications:read' },
+  { name: 'putSegment', method: 'put', path: '/api/v1/segments/auth-segment', ability: 'segments:write', body: { audience: { all: true } } },
+  { name: 'getSegment', method: 'get', path: '/api/v1/segments/auth-segment', ability: 'notifications:read' },
+  { name: 'deleteSegment', method: 'delete', path: '/api/v1/segments/auth-segment', ability: 'segments:write' },
+  { name: 'countAudience', method: 'post', path: '/api/v1/audiences/count', ability: 'notifications:read', body: { audience: { all: true } } },
 ];
 
 /** Exactly the operation's ability, or for one that needs none, a token with a single unrelated one. */

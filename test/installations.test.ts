@@ -86,6 +86,7 @@ describe('PUT /api/v1/installations/{installationId}', () => {
       permission_updated_at: expect.any(String),
       invalidated_at: null,
       invalid_reason: null,
+      tags: {},
     });
     // Both history timestamps are set at creation, with the registration.
     expect(data.identifier_updated_at).toBe(data.registered_at);

@@ -462,3 +462,24 @@ describe('lists and waiting', () => {
     }
   });
 });
+
+describe('audiences', () => {
+  test('segments are saved, read, listed, counted, sent to and deleted through typed calls', async () => {
+    const { herald } = await newHerald();
+    await herald.registerInstallation('sdk-audience-1', { platform: 'android', provider: { identifier: 'sdk-audience-1' }, user_id: 'ann', tags: { plan: 'pro' } });
+    await herald.registerInstallation('sdk-audience-2', { platform: 'android', provider: { identifier: 'sdk-audience-2' }, tags: { plan: 'free' } });
+    expect((await herald.updateInstallation('sdk-audience-2', { tags: { plan: 'pro', beta: null } })).tags).toEqual({ plan: 'pro' });
+    const saved = await herald.putSegment('pro', { tags: [{ key: 'plan', op: 'eq', value: 'pro' }] });
+    expect(saved.name).toBe('pro');
+    expect((await herald.getSegment('pro')).audience).toEqual({ tags: [{ key: 'plan', op: 'eq', value: 'pro' }] });
+    expect((await herald.listSegments()).map((segment) => segment.name)).toEqual(['pro']);
+    expect(await herald.countAudience({ segment: 'pro' })).toEqual({ installations: 2, users: 2 });
+    expect(await herald.countAudience({ audience: { platforms: ['ios'] } })).toEqual({ installations: 0, users: 0 });
+    const { data } = await herald.send({ recipients: { segment: 'pro' }, notification: { title: 'Hi' } });
+    expect(data).toMatchObject({ segment: 'pro', target_users: 0 });
+    await herald.deleteSegment('pro');
+    const missing = await failureOf(herald.getSegment('pro'));
+    expect(missing).toBeInstanceOf(HeraldError);
+    expect((missing as HeraldError).status).toBe(404);
+  });
+});

@@ -4,8 +4,13 @@
 import { HeraldTimeoutError } from './errors.ts';
 import { createClient, type Client } from './generated/client/index.ts';
 import {
+  countAudience,
   deleteInstallation,
+  deleteSegment,
   getApp,
+  getSegment,
+  listSegments,
+  putSegment,
   getInstallation,
   cancelNotification,
   getNotification,
@@ -21,6 +26,9 @@ import {
   sendNotification,
   updateInstallation,
   type Application,
+  type Audience,
+  type AudienceCountEnvelope,
+  type AudienceCountRequest,
   type Delivery,
   type DeliveryBreakdown,
   type DeliveryPage,
@@ -39,6 +47,7 @@ import {
   type NotificationAccepted,
   type NotificationPage,
   type NotificationSend,
+  type Segment,
   type UserDelivery,
   type UserDeliveryPage,
   type WebhookDelivery,
@@ -91,7 +100,7 @@ export type Herald = {
   readonly client: Client;
   /** Creates (201) or replaces (200) an installation: PUT /api/v1/installations/{installationId}. */
   registerInstallation(installationId: string, body: InstallationPut): Promise<Installation>;
-  /** Changes an installation's user or permission: PATCH /api/v1/installations/{installationId}. */
+  /** Changes an installation's user, permission or tags (merged: null removes one): PATCH /api/v1/installations/{installationId}. */
   updateInstallation(installationId: string, body: InstallationPatch): Promise<Installation>;
   getInstallation(installationId: string): Promise<Installation>;
   deleteInstallation(installationId: string): Promise<void>;
@@ -133,7 +142,18 @@ export type Herald = {
   webhookDeliveries(webhookId: string, options?: Omit<WebhookDeliveryListOptions, 'cursor'>): AsyncGenerator<WebhookDelivery, void, undefined>;
   /** Reads the notification until its status is final (completed, partial, failed or cancelled) and returns it. */
   waitForCompletion(notificationId: string, options?: WaitOptions): Promise<Notification>;
+  /** Creates or replaces a segment, a named audience a send can name (`recipients: { segment }`). */
+  putSegment(name: string, audience: Audience): Promise<Segment>;
+  getSegment(name: string): Promise<Segment>;
+  /** The application's segments, by name. */
+  listSegments(): Promise<Segment[]>;
+  deleteSegment(name: string): Promise<void>;
+  /** How many installations and users a visible push to the audience (or the segment) would reach now. */
+  countAudience(target: AudienceCountRequest): Promise<AudienceCount>;
 };
+
+/** What `countAudience` answers. */
+export type AudienceCount = AudienceCountEnvelope['data'];
 
 // The notification statuses after which nothing changes any more.
 const finalStatuses: ReadonlySet<Notification['status']> = new Set(['completed', 'partial', 'failed', 'cancelled']);
@@ -250,6 +270,26 @@ export function createHerald(options: HeraldOptions): Herald {
     },
     webhookDeliveries(webhookId, options = {}) {
       return everyItem((cursor) => herald.listWebhookDeliveries(webhookId, { ...options, cursor }));
+    },
+    async putSegment(name, audience) {
+      const { data } = await idempotent((signal) => putSegment({ client, signal, path: { name }, body: { audience } }));
+      return data;
+    },
+    async getSegment(name) {
+      const { data } = await idempotent((signal) => getSegment({ client, signal, path: { name } }));
+      return data;
+    },
+    async listSegments() {
+      const { data } = await idempotent((signal) => listSegments({ client, signal }));
+      return data;
+    },
+    async deleteSegment(name) {
+      await idempotent((signal) => deleteSegment({ client, signal, path: { name } }));
+    },
+    async countAudience(target) {
+      // A count changes nothing: safe to repeat.
+      const { data } = await idempotent((signal) => countAudience({ client, signal, body: target }));
+      return data;
     },
     async waitForCompletion(notificationId, { timeoutMs = 60_000, intervalMs = 1_000 } = {}) {
       const deadline = Date.now() + timeoutMs;

@@ -3,6 +3,7 @@
 // exported too, for what the hand-written layer does not cover).
 export {
   createHerald,
+  type AudienceCount,
   type DeliveryListOptions,
   type Herald,
   type HeraldOptions,

@@ -30,6 +30,10 @@ export const webhookDeliveryStates = webhookDeliveryStateValues;
 export type Truncation = NonNullable<components['schemas']['Delivery']['truncation']>;
 /** The title and body in other languages, by BCP 47 tag as the send gave it. */
 export type Localizations = components['schemas']['Localizations'];
+/** An installation's tags: key → value, both case-sensitive. */
+export type Tags = components['schemas']['Tags'];
+/** Who an audience send reaches among an application's installations (domain/audiences.ts). */
+export type Audience = components['schemas']['Audience'];
 
 const id = () => p.uuid().primary().onCreate(() => newId());
 const now = () => p.datetime().onCreate(() => new Date());
@@ -98,6 +102,8 @@ export const InstallationSchema = defineEntity({
     permissionUpdatedAt: p.datetime(),
     invalidatedAt: p.datetime().nullable(),
     invalidReason: p.text().nullable(),
+    // Set by the app's backend (installations:tag); what an audience's tag conditions read.
+    tags: p.json<Tags>().default('{}'),
   },
 });
 export class Installation extends InstallationSchema.class {}
@@ -121,7 +127,16 @@ export const NotificationSchema = defineEntity({
     localizations: p.json<Localizations>().nullable(),
     data: p.json<Record<string, unknown>>(),
     options: p.json<Record<string, unknown>>(),
+    // The send's user ids; empty for a send to an audience or a segment.
     userIds: p.array().type(TextArrayType).columnType('text[]'),
+    // The filter an audience or segment send targets (a segment's copied when sent, so that a
+    // later change of the segment does not change who a scheduled send reaches); null: user_ids.
+    audience: p.json<Audience>().nullable(),
+    // The segment's name when sent to one.
+    segment: p.text().nullable(),
+    // What the notification answers as `target_users`: the number of user ids, or for an audience
+    // the distinct users it matched, written when its fanout starts (0 until then).
+    targetUsers: counter(),
     createdAt: now(),
     // A future `options.send_at`: when the fanout job is due, and what its ttl counts from.
     scheduledFor: p.datetime().nullable(),
@@ -142,6 +157,22 @@ export const NotificationSchema = defineEntity({
 });
 export class Notification extends NotificationSchema.class {}
 NotificationSchema.setClass(Notification);
+
+export const SegmentSchema = defineEntity({
+  name: 'Segment',
+  tableName: 'segments',
+  uniques: [{ properties: ['applicationId', 'name'] }],
+  properties: {
+    id: id(),
+    applicationId: () => belongsTo(Application, 'application_id'),
+    name: p.text(),
+    audience: p.json<Audience>(),
+    createdAt: now(),
+    updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+  },
+});
+export class Segment extends SegmentSchema.class {}
+SegmentSchema.setClass(Segment);
 
 export const IdempotencyKeySchema = defineEntity({
   name: 'IdempotencyKey',
@@ -341,6 +372,7 @@ export const entities = [
   ApiTokenSchema,
   InstallationSchema,
   NotificationSchema,
+  SegmentSchema,
   IdempotencyKeySchema,
   DeliverySchema,
   DeliveryEventSchema,

@@ -1,11 +1,13 @@
-// Installation rules: PUT is a full replace that keeps history fields, PATCH changes the user or
-// the permission, and another application's installation does not exist. Each write is one
-// statement (db/sql/installations.ts: upsertInstallation and patchInstallation state what they
-// keep and move).
+// Installation rules: PUT is a full replace that keeps history fields (and the tags, unless it
+// gives them), PATCH changes the user, the permission or some tags, and another application's
+// installation does not exist. Each write is one statement (db/sql/installations.ts:
+// upsertInstallation and patchInstallation state what they keep and move). Writing tags takes
+// `installations:tag` besides the operation's own ability.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { decodeCursor, toPage } from './cursor.ts';
-import { notFound } from './errors.ts';
+import { notFound, validationFailed } from './errors.ts';
+import { demand } from './tokens.ts';
 import { providerIdentifierType } from './platforms.ts';
 import { Installation, type DeviceDetails } from '../db/entities.ts';
 import {
@@ -47,12 +49,20 @@ function deviceDetails(input: InstallationInput['device']): DeviceDetails {
   return Object.fromEntries(deviceFields.map((field) => [field, input?.[field] ?? null])) as DeviceDetails;
 }
 
+/** The most tags an installation holds (the document's Tags; a PATCH's merge is checked against it too). */
+export const maxTags = 64;
+
+/** Who writes an installation: its application, and the abilities of the token it came with. */
+export type Writer = { applicationId: string; abilities: readonly string[] };
+
 export async function registerInstallation(
   em: EntityManager,
-  applicationId: string,
+  writer: Writer,
   installationId: string,
   input: InstallationInput,
 ): Promise<{ installation: InstallationRow; created: boolean }> {
+  const { applicationId } = writer;
+  if (input.tags !== undefined) demand(writer.abilities, 'installations:tag');
   return upsertInstallation(
     em,
     { applicationId, installationId },
@@ -62,6 +72,7 @@ export async function registerInstallation(
       permission: input.permission ?? 'unknown',
       userId: input.user_id ?? null,
       device: deviceDetails(input.device),
+      tags: input.tags,
     },
     new Date(),
   );
@@ -102,13 +113,19 @@ export async function listUserInstallations(
 
 export async function updateInstallation(
   em: EntityManager,
-  applicationId: string,
+  writer: Writer,
   installationId: string,
   patch: InstallationPatch,
 ): Promise<InstallationRow> {
-  const installation = await patchInstallation(em, { applicationId, installationId }, { userId: patch.user_id, permission: patch.permission }, new Date());
-  if (!installation) throw notFound();
-  return installation;
+  if (patch.tags !== undefined) demand(writer.abilities, 'installations:tag');
+  const key = { applicationId: writer.applicationId, installationId };
+  const installation = await patchInstallation(em, key, { userId: patch.user_id, permission: patch.permission, tags: patch.tags }, new Date(), maxTags);
+  if (installation) return installation;
+  // Nothing written: no such installation, or too many tags once merged.
+  if (patch.tags !== undefined && (await findInstallationRow(em, key))) {
+    throw validationFailed({ tags: [`The tags field must have at most ${maxTags} tags once merged with the installation's.`] });
+  }
+  throw notFound();
 }
 
 export async function deleteInstallation(em: EntityManager, applicationId: string, installationId: string): Promise<void> {
@@ -133,5 +150,6 @@ export function installationView(installation: InstallationRow): InstallationVie
     permission_updated_at: installation.permissionUpdatedAt.toISOString(),
     invalidated_at: installation.invalidatedAt?.toISOString() ?? null,
     invalid_reason: installation.invalidReason ?? null,
+    tags: installation.tags,
   };
 }

@@ -26,6 +26,9 @@ import { isUuid } from './ids.ts';
 import { newId } from '../db/ids.ts';
 import { readDateTime } from './date-times.ts';
 import { payloadProblems, pushContent } from './payloads.ts';
+import { audienceErrors, type Audience } from './audiences.ts';
+import { segmentAudience } from './segments.ts';
+import { demand } from './tokens.ts';
 
 type Schemas = components['schemas'];
 export type SendRequest = Schemas['NotificationSend'];
@@ -54,7 +57,16 @@ export const nothingToShowMessage = 'The notification must have a title, a body,
 export const localizationsWithoutDefaultMessage =
   'The notification must have a title or a body of its own to have localizations: devices that match none of them receive it, and a localization falls back to it field by field.';
 
+export const oneRecipientKindMessage = 'The recipients field must have exactly one of user_ids, audience or segment.';
+
+/** Which kind of recipients a send names; null: more than one (none is the schema's: user_ids is then required). */
+export function recipientsKind(recipients: SendRequest['recipients']): 'user_ids' | 'audience' | 'segment' | null {
+  const given = (['user_ids', 'audience', 'segment'] as const).filter((kind) => recipients[kind] !== undefined);
+  return given.length === 1 ? given[0] : given.length === 0 ? 'user_ids' : null;
+}
+
 export function sendRuleViolations(request: SendRequest): FieldErrors {
+  if (recipientsKind(request.recipients) === null) return { recipients: [oneRecipientKindMessage] };
   const { title, body, localizations = {} } = request.notification;
   const hasData = Object.keys(request.data ?? {}).length > 0;
   if (!title && !body && !hasData) {
@@ -64,7 +76,13 @@ export function sendRuleViolations(request: SendRequest): FieldErrors {
   if (tags.length > 0 && !title && !body) {
     return { 'notification.localizations': [localizationsWithoutDefaultMessage] };
   }
-  return Object.assign(sameTagProblems(tags), sendAtProblems(request), payloadProblems(request));
+  const audience = request.recipients.audience;
+  return Object.assign(
+    audience === undefined ? {} : audienceErrors(audience, 'recipients.audience'),
+    sameTagProblems(tags),
+    sendAtProblems(request),
+    payloadProblems(request),
+  );
 }
 
 /** Any time ahead (a reminder a year away is a real use) within the rule every date-time follows. */
@@ -118,6 +136,8 @@ function canonicalJson(value: unknown): string {
 
 export type SendInput = {
   applicationId: string;
+  /** The token's: a send to an audience or a segment takes `notifications:broadcast` too. */
+  abilities: readonly string[];
   request: SendRequest;
   idempotencyKey?: string;
   /** Takes one send from the application's quota, or throws (429). Only a new notification takes one. */
@@ -143,8 +163,15 @@ export async function sendNotification(
   input: SendInput,
 ): Promise<{ notification: NotificationRow; accepted: boolean }> {
   const { applicationId, request, idempotencyKey } = input;
+  const { recipients } = request;
+  if (recipients.audience !== undefined || recipients.segment !== undefined) demand(input.abilities, 'notifications:broadcast');
   const problems = sendRuleViolations(request);
   if (Object.keys(problems).length > 0) throw validationFailed(problems);
+  // A segment's audience as it is now: a later change of the segment does not change whom this reaches.
+  const audience: Audience | null =
+    recipients.segment !== undefined
+      ? await segmentAudience(em, applicationId, recipients.segment, 'recipients.segment')
+      : (recipients.audience ?? null);
 
   const claim = idempotencyKey === undefined ? undefined : { applicationId, key: idempotencyKey, hash: requestHash(request) };
   const replay = async (originalId: string) => ({ notification: await findNotification(em, applicationId, originalId), accepted: false });
@@ -169,7 +196,9 @@ export async function sendNotification(
             localizations: Object.keys(request.notification.localizations ?? {}).length > 0 ? request.notification.localizations! : null,
             data: request.data ?? {},
             options: request.options ?? {},
-            userIds: request.recipients.user_ids,
+            userIds: recipients.user_ids ?? [],
+            audience,
+            segment: recipients.segment ?? null,
             scheduledFor: startAfter,
           },
           claim && { ...claim, id: newId(), windowHours: idempotencyWindowHours },
@@ -277,6 +306,9 @@ export function notificationView(notification: NotificationRow): NotificationVie
     status: notification.status,
     ...pushContent(notification),
     target_users: notification.targetUsers,
+    // Only for a send to an audience: a user_ids send reads (and webhooks carry) what they always did.
+    ...(notification.audience === null ? {} : { audience: notification.audience }),
+    ...(notification.segment === null ? {} : { segment: notification.segment }),
     statistics: notificationStatistics(notification),
     created_at: notification.createdAt.toISOString(),
     scheduled_for: notification.scheduledFor?.toISOString() ?? null,

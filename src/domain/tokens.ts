@@ -1,6 +1,7 @@
 // Application-scoped bearer tokens: `hrld_<public id>_<secret>`. The public id finds the row;
 // only a SHA-256 of the secret is stored, compared in constant time.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { forbidden } from './errors.ts';
 
 export const abilities = [
   'notifications:send',
@@ -9,6 +10,12 @@ export const abilities = [
   'installations:read',
   // Server side only: with it, an app's extracted token could find any user's installation ids.
   'installations:list',
+  // Server side only: with it, a device could tag itself into a segment.
+  'installations:tag',
+  // Beside notifications:send, for a send to an audience or a segment: a leaked send token must
+  // not reach everyone for one unit of quota.
+  'notifications:broadcast',
+  'segments:write',
   'events:write',
 ] as const;
 export type Ability = (typeof abilities)[number];
@@ -43,6 +50,14 @@ export function secretMatches(secret: string, storedHash: string): boolean {
 
 export function grants(held: readonly string[], required: readonly string[]): boolean {
   return held.includes(allAbilities) || required.every((ability) => held.includes(ability));
+}
+
+/**
+ * An ability a request turned out to need once its body was read (tags on an installation, an
+ * audience on a send): 403 without it, as for an operation's own.
+ */
+export function demand(held: readonly string[], ability: Ability): void {
+  if (!grants(held, [ability])) throw forbidden([ability]);
 }
 
 export function isAbility(value: string): value is Ability | typeof allAbilities {

@@ -90,7 +90,9 @@ export function deliveriesFailed(deliveries: DeliveryRecord[]): NewWebhookEvent[
 
 export function installationsInvalidated(installations: InstallationRow[]): NewWebhookEvent[] {
   return installations.map((installation) => {
-    const data: Schemas['InstallationInvalidatedEvent']['data'] = { installation: installationView(installation) };
+    // Without its tags: the payload stays as it was before installations had them.
+    const { tags: _tags, ...view } = installationView(installation);
+    const data: Schemas['InstallationInvalidatedEvent']['data'] = { installation: view };
     return event('installation.invalidated', data);
   });
 }

@@ -54,6 +54,12 @@ export interface paths {
          *     `permission_updated_at` only when `permission` changes. Registering a new identifier
          *     on an `invalid` installation makes it `active` again. The push identifier itself is
          *     never returned.
+         *
+         *     (1.3.0) `tags` replaces the installation's tags; left out, the stored tags are kept (an
+         *     app re-registers at every launch and must not wipe what its backend set); `{}` clears
+         *     them. Giving `tags` also takes the ability `installations:tag` (403 without it), so that
+         *     a token shipped in an app can be issued without it and devices cannot tag themselves into
+         *     a segment.
          */
         put: operations["registerInstallation"];
         post?: never;
@@ -67,10 +73,15 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an installation's user or permission
+         * Update an installation's user, permission or tags
          * @description Changes the user association (`user_id`; `null` detaches the user) or the permission
          *     state of an existing installation, or both; at least one field is required. Fields
          *     left out are kept. A permission change sets `permission_updated_at`.
+         *
+         *     (1.3.0) `tags` merges into the installation's tags: a key with a string value is set, a
+         *     key with `null` is removed, other keys are kept. The result may hold at most 64 tags
+         *     (422 naming `tags` otherwise). Giving `tags` also takes the ability `installations:tag`
+         *     (403 without it).
          */
         patch: operations["updateInstallation"];
         trace?: never;
@@ -118,6 +129,15 @@ export interface paths {
          *     With an `Idempotency-Key`, a retry with the same key and body returns the original
          *     notification (`meta.accepted: false`) instead of sending again, and takes nothing from the
          *     send quota; the same key with a different body is 409.
+         *
+         *     (1.3.0) `recipients.audience` or `recipients.segment` sends to the application's
+         *     installations an audience matches instead (the same eligibility rules apply), and also
+         *     takes the ability `notifications:broadcast` (403 without it: a leaked send token must not
+         *     reach everyone for one unit of quota). Sending to an audience relaxes the spec's required
+         *     `recipients.user_ids`; a request with neither an audience nor a segment is answered
+         *     exactly as before. Who matches is decided when the fanout starts; `target_users` is 0
+         *     until then, and then the distinct users among the installations it reaches, counted as
+         *     `POST /api/v1/audiences/count` counts them.
          */
         post: operations["sendNotification"];
         delete?: never;
@@ -307,6 +327,89 @@ export interface paths {
          *     only).
          */
         post: operations["reportEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/segments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the application's segments
+         * @description (1.3.0) Every saved segment of the authenticated application, by name. Not paginated:
+         *     segments are named audiences an operator keeps, a handful per application, not data that
+         *     grows with users. Their sizes: `countAudience` with `segment`.
+         */
+        get: operations["listSegments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/segments/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a segment
+         * @description (1.3.0) A segment of the authenticated application; another application's is 404.
+         */
+        get: operations["getSegment"];
+        /**
+         * Save a segment
+         * @description (1.3.0) Creates the segment (201) or replaces its audience (200). A send names it with
+         *     `recipients.segment`; the audience is copied into the notification when sent, so changing
+         *     or deleting a segment never changes whom an earlier (or scheduled) send reaches. The
+         *     audience follows the rules of `Audience` (an empty one is 422 naming `audience`).
+         */
+        put: operations["putSegment"];
+        post?: never;
+        /**
+         * Delete a segment
+         * @description (1.3.0) Removes the segment: a send naming it is then 422. Notifications already sent to
+         *     it keep the audience they copied.
+         */
+        delete: operations["deleteSegment"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/audiences/count": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Count whom an audience reaches
+         * @description (1.3.0) Exactly how many installations a visible push to the audience (or the saved
+         *     segment) would reach now, and how many distinct users they belong to (an installation
+         *     without a user counts as one). The count assumes a visible push: the eligibility rules
+         *     of a send apply as for one (active installations only, permission `denied` left out, iOS
+         *     `not_determined` left out, an identifier shared by several installations counted once);
+         *     a data-only push also reaches iOS `not_determined`. It does not look at provider
+         *     credentials: a platform without them would be skipped (`no_credentials`). Give exactly
+         *     one of `audience` and `segment` (422 naming `body` otherwise); an unknown segment is 404,
+         *     as an unknown resource named in a body is elsewhere (an event's `delivery_id`). A send's
+         *     `target_users` is this `users` count, taken when its fanout starts.
+         */
+        post: operations["countAudience"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1009,6 +1112,11 @@ export interface components {
             invalidated_at: string | null;
             /** @description The provider's reason, e.g. `Unregistered` or `UNREGISTERED`; null while `active`. */
             invalid_reason: string | null;
+            /**
+             * @description (1.3.0) In every answer of the installations operations (`{}` when none). Not in the
+             *     `installation.invalidated` webhook, whose payload 1.3.0 leaves as it was.
+             */
+            tags?: components["schemas"]["Tags"];
         };
         /** @description A full installation; optional fields left out become empty. */
         InstallationPut: {
@@ -1021,11 +1129,14 @@ export interface components {
             permission: components["schemas"]["Permission"];
             user_id?: components["schemas"]["UserId"];
             device?: components["schemas"]["DeviceInput"];
+            /** @description (1.3.0) Replaces the stored tags; left out, they are kept. Needs `installations:tag`. */
+            tags?: components["schemas"]["Tags"];
         };
         /** @description The fields to change; at least one. */
         InstallationPatch: {
             user_id?: components["schemas"]["UserId"];
             permission?: components["schemas"]["Permission"];
+            tags?: components["schemas"]["TagsPatch"];
         };
         /** @description Your own id of the user on this installation; null when no user is attached. */
         UserId: string | null;
@@ -1038,6 +1149,105 @@ export interface components {
             meta: {
                 /** @description Pass as `cursor` for the next page; null on the last page. */
                 next_cursor: string | null;
+            };
+        };
+        /**
+         * @description (1.3.0) Key/value strings the app's backend sets on an installation, which an audience's
+         *     `tags` conditions match. At most 64; keys match `^[A-Za-z0-9_.:-]{1,64}$`, values are
+         *     strings of at most 255 characters; both are case-sensitive. `{}` when none.
+         */
+        Tags: {
+            [key: string]: components["schemas"]["TagValue"];
+        };
+        /**
+         * @description (1.3.0) Tags to set (a string value) or remove (`null`); other tags are kept. Needs
+         *     `installations:tag`.
+         */
+        TagsPatch: {
+            [key: string]: string | null;
+        };
+        TagKey: string;
+        TagValue: string;
+        /**
+         * @description (1.3.0) A filter over the application's installations; every condition given must hold
+         *     (AND). `all: true` alone means every installation. An audience with no condition and
+         *     without `all: true` is refused (422): a broadcast is never an accident. `all: true`
+         *     together with a condition is refused too (it would mean the condition alone).
+         *
+         *     Only active installations are matched, and the usual eligibility rules apply as for a
+         *     `user_ids` send: permission `denied` is skipped, iOS `not_determined` is skipped for a
+         *     visible push, and an identifier shared by several installations of the application is
+         *     pushed once.
+         */
+        Audience: {
+            /** @description Installations of these platforms. */
+            platforms?: components["schemas"]["Platform"][];
+            /** @description Conditions on the installation's `tags`. */
+            tags?: components["schemas"]["AudienceTagCondition"][];
+            /**
+             * @description Installations whose `device.locale` is one of these language tags or more specific,
+             *     compared by whole subtags, case-insensitively, `_` read as `-`: `de` matches `de`,
+             *     `de-AT` and `de_at`, not `den`; `pt-BR` matches `pt_BR` but not `pt`. An installation
+             *     without a locale matches none.
+             */
+            locales?: components["schemas"]["LanguageTag"][];
+            /** @description Installations whose `last_seen_at` is within this many days (24 h each) of now. */
+            active_within_days?: number;
+            /**
+             * @description `true`: every installation of the application. Only alone.
+             * @constant
+             */
+            all?: true;
+        };
+        /**
+         * @description One condition on an installation's tags. `eq`: the key has `value`. `ne`: the key does not
+         *     have `value`, including installations without the key. `in`: the key has one of `values`.
+         *     `exists` / `not_exists`: the key is set / not set, whatever its value. `eq` and `ne` take
+         *     `value` only, `in` takes `values` only, `exists` and `not_exists` neither (422 otherwise).
+         *     Keys and values are compared exactly (case-sensitive).
+         */
+        AudienceTagCondition: {
+            key: components["schemas"]["TagKey"];
+            /** @enum {string} */
+            op: "eq" | "ne" | "in" | "exists" | "not_exists";
+            value?: components["schemas"]["TagValue"];
+            values?: components["schemas"]["TagValue"][];
+        } & (unknown & unknown & unknown);
+        /** @description (1.3.0) A segment's name, unique in its application. */
+        SegmentName: string;
+        /** @description (1.3.0) A saved audience, named. */
+        Segment: {
+            name: components["schemas"]["SegmentName"];
+            audience: components["schemas"]["Audience"];
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When its audience was last saved.
+             */
+            updated_at: string;
+        };
+        SegmentPut: {
+            audience: components["schemas"]["Audience"];
+        };
+        SegmentEnvelope: {
+            data: components["schemas"]["Segment"];
+        };
+        SegmentList: {
+            /** @description By name. */
+            data: components["schemas"]["Segment"][];
+        };
+        /** @description (1.3.0) Exactly one of `audience` and `segment`. */
+        AudienceCountRequest: {
+            audience?: components["schemas"]["Audience"];
+            segment?: components["schemas"]["SegmentName"];
+        };
+        AudienceCountEnvelope: {
+            data: {
+                /** @description Installations a visible push would go to now. */
+                installations: number;
+                /** @description Distinct users among them; an installation without a user counts as one. */
+                users: number;
             };
         };
         /**
@@ -1177,9 +1387,26 @@ export interface components {
          *     `options`) must fit alone: 422 keyed `data` when it does not.
          */
         NotificationSend: {
+            /**
+             * @description Exactly one of `user_ids`, `audience` (1.3.0) or `segment` (1.3.0); more than one is
+             *     422 naming `recipients`. Without `audience` or `segment`, `user_ids` is required, as it
+             *     always was (422 naming `recipients.user_ids`).
+             */
             recipients: {
+                /**
+                 * @description (1.3.0) The application's installations this filter matches, when the fanout
+                 *     starts. Needs `notifications:broadcast`.
+                 */
+                audience?: components["schemas"]["Audience"];
+                /**
+                 * @description (1.3.0) A saved segment (an unknown one is 422 naming `recipients.segment`). Its
+                 *     audience is copied into the notification when sent: changing or deleting the
+                 *     segment later does not change whom a scheduled send reaches. Needs
+                 *     `notifications:broadcast`.
+                 */
+                segment?: components["schemas"]["SegmentName"];
                 /** @description Your user ids; each user's eligible installations receive the push. */
-                user_ids: string[];
+                user_ids?: string[];
             };
             notification: components["schemas"]["NotificationContent"];
             /**
@@ -1241,8 +1468,20 @@ export interface components {
             options: {
                 [key: string]: unknown;
             };
-            /** @description Number of user ids in `recipients.user_ids`. */
+            /**
+             * @description Number of user ids in `recipients.user_ids`. (1.3.0) For a send to an `audience` or a
+             *     `segment`: 0 until its fanout starts, then the number of distinct users among the
+             *     installations it reaches (an installation without a user counting as one), counted as
+             *     `POST /api/v1/audiences/count` counts them.
+             */
             target_users: number;
+            /**
+             * @description (1.3.0) Present only for a send to an audience or a segment: the filter it targets
+             *     (a segment's as it was when sent).
+             */
+            audience?: components["schemas"]["Audience"];
+            /** @description (1.3.0) Present only for a send to a segment: its name. */
+            segment?: components["schemas"]["SegmentName"];
             statistics: components["schemas"]["Statistics"];
             /** Format: date-time */
             created_at: string | null;
@@ -1608,7 +1847,7 @@ export interface components {
                 delivery: components["schemas"]["Delivery"];
             };
         };
-        /** @description A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`). */
+        /** @description A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`), without `tags`. */
         InstallationInvalidatedEvent: {
             /** Format: uuid */
             id: string;
@@ -1645,7 +1884,7 @@ export interface components {
         /** @description The body of every webhook request; `type` tells which. */
         WebhookEvent: components["schemas"]["NotificationCompletedEvent"] | components["schemas"]["NotificationCancelledEvent"] | components["schemas"]["DeliveryFailedEvent"] | components["schemas"]["InstallationInvalidatedEvent"] | components["schemas"]["EventReportedEvent"];
         /** @enum {string} */
-        Ability: "installations:write" | "installations:read" | "installations:list" | "notifications:send" | "notifications:read" | "events:write" | "*";
+        Ability: "installations:write" | "installations:read" | "installations:list" | "installations:tag" | "notifications:send" | "notifications:broadcast" | "notifications:read" | "segments:write" | "events:write" | "*";
         /** @description A platform's provider credentials, as the workers last found them. */
         ProviderStatus: {
             /** @enum {string} */
@@ -1965,6 +2204,11 @@ export interface components {
          * @example 6B29FC40-CA47-1067-B31D-00DD010662DA
          */
         InstallationIdLookup: string;
+        /**
+         * @description (1.3.0) The segment's name.
+         * @example pro-android
+         */
+        SegmentName: components["schemas"]["SegmentName"];
         /**
          * @description The notification's `id`.
          * @example 9b2e6c1a-3f4d-4c8e-a1b2-7d5e9f0a1c3b
@@ -2818,6 +3062,230 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listSegments: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The application's segments, by name. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "name": "pro-android",
+                     *           "audience": {
+                     *             "platforms": [
+                     *               "android"
+                     *             ],
+                     *             "tags": [
+                     *               {
+                     *                 "key": "plan",
+                     *                 "op": "eq",
+                     *                 "value": "pro"
+                     *               }
+                     *             ]
+                     *           },
+                     *           "created_at": "2026-12-01T09:00:00.000Z",
+                     *           "updated_at": "2026-12-01T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SegmentList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnknownParameter"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSegment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description (1.3.0) The segment's name.
+                 * @example pro-android
+                 */
+                name: components["parameters"]["SegmentName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The segment. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SegmentEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    putSegment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description (1.3.0) The segment's name.
+                 * @example pro-android
+                 */
+                name: components["parameters"]["SegmentName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SegmentPut"];
+            };
+        };
+        responses: {
+            /** @description Segment replaced. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SegmentEnvelope"];
+                };
+            };
+            /** @description Segment created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "name": "pro-android",
+                     *         "audience": {
+                     *           "platforms": [
+                     *             "android"
+                     *           ],
+                     *           "tags": [
+                     *             {
+                     *               "key": "plan",
+                     *               "op": "eq",
+                     *               "value": "pro"
+                     *             }
+                     *           ],
+                     *           "active_within_days": 30
+                     *         },
+                     *         "created_at": "2026-12-01T09:00:00.000Z",
+                     *         "updated_at": "2026-12-01T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SegmentEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationFailed"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteSegment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description (1.3.0) The segment's name.
+                 * @example pro-android
+                 */
+                name: components["parameters"]["SegmentName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Segment deleted. No body. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    countAudience: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AudienceCountRequest"];
+            };
+        };
+        responses: {
+            /** @description The audience's size now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "installations": 48210,
+                     *         "users": 39877
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AudienceCountEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationFailed"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listWebhooks: {
         parameters: {
             query?: never;
@@ -3125,6 +3593,7 @@ export const platformValues: ReadonlyArray<FlattenedDeepRequired<components>["sc
 export const permissionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Permission"]> = ["unknown", "not_determined", "authorized", "provisional", "ephemeral", "denied"];
 export const installationProvider_identifier_typeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["provider_identifier_type"]> = ["apns_token", "fcm_token"];
 export const installationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["status"]> = ["active", "invalid"];
+export const audienceTagConditionOpValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AudienceTagCondition"]["op"]> = ["eq", "ne", "in", "exists", "not_exists"];
 export const notificationOptionsPriorityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationOptions"]["priority"]> = ["normal", "high"];
 export const notificationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationStatus"]> = ["queued", "processing", "completed", "partial", "failed", "cancelled"];
 export const droppedFieldValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DroppedField"]> = ["image_url", "action_url"];
@@ -3140,6 +3609,6 @@ export const notificationCancelledEventTypeValues: ReadonlyArray<FlattenedDeepRe
 export const deliveryFailedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["DeliveryFailedEvent"]["type"]> = ["delivery.failed"];
 export const installationInvalidatedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["InstallationInvalidatedEvent"]["type"]> = ["installation.invalidated"];
 export const eventReportedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventReportedEvent"]["type"]> = ["event.reported"];
-export const abilityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Ability"]> = ["installations:write", "installations:read", "installations:list", "notifications:send", "notifications:read", "events:write", "*"];
+export const abilityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Ability"]> = ["installations:write", "installations:read", "installations:list", "installations:tag", "notifications:send", "notifications:broadcast", "notifications:read", "segments:write", "events:write", "*"];
 export const providerStatusProviderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["provider"]> = ["apns", "fcm"];
 export const providerStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["status"]> = ["not_configured", "unverified", "healthy", "unhealthy", "unreachable"];

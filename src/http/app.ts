@@ -22,6 +22,7 @@ import type { SendLimiter } from './send-limiter.ts';
 import { errorHandler, lastResortHandler } from './errors.ts';
 import { announceQuotaOnError, sendQuota } from './rate-limit.ts';
 import { applicationRouter } from './routes/application.ts';
+import { audiencesRouter } from './routes/audiences.ts';
 import { eventsRouter } from './routes/events.ts';
 import { installationsRouter } from './routes/installations.ts';
 import { notificationsRouter, sendPath } from './routes/notifications.ts';
@@ -154,6 +155,7 @@ export function createApp(options: AppOptions): Express {
   app.use(eventsRouter(orm, options.webhooks));
   app.use(applicationRouter(orm, options.defaultSendPolicy));
   app.use(webhooksRouter(orm));
+  app.use(audiencesRouter(orm));
   // A documented path without a handler (never in a release) still answers in the error body.
   app.use((_req, _res, next) => next(notFound()));
   app.use(announceQuotaOnError(quota, sendPath));

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.ts';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.ts';
-import type { CancelNotificationData, CancelNotificationErrors, CancelNotificationResponses, DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, GetAppData, GetAppErrors, GetAppResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationBreakdownData, GetNotificationBreakdownErrors, GetNotificationBreakdownResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, HealthData, HealthErrors, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListInstallationsData, ListInstallationsErrors, ListInstallationsResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ListUserDeliveriesData, ListUserDeliveriesErrors, ListUserDeliveriesResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhooksData, ListWebhooksErrors, ListWebhooksResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
+import type { CancelNotificationData, CancelNotificationErrors, CancelNotificationResponses, CountAudienceData, CountAudienceErrors, CountAudienceResponses, DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, DeleteSegmentData, DeleteSegmentErrors, DeleteSegmentResponses, GetAppData, GetAppErrors, GetAppResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationBreakdownData, GetNotificationBreakdownErrors, GetNotificationBreakdownResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, GetSegmentData, GetSegmentErrors, GetSegmentResponses, HealthData, HealthErrors, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListInstallationsData, ListInstallationsErrors, ListInstallationsResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ListSegmentsData, ListSegmentsErrors, ListSegmentsResponses, ListUserDeliveriesData, ListUserDeliveriesErrors, ListUserDeliveriesResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhooksData, ListWebhooksErrors, ListWebhooksResponses, PutSegmentData, PutSegmentErrors, PutSegmentResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -66,11 +66,16 @@ export const getInstallation = <ThrowOnError extends boolean = false>(options: O
 });
 
 /**
- * Update an installation's user or permission
+ * Update an installation's user, permission or tags
  *
  * Changes the user association (`user_id`; `null` detaches the user) or the permission
  * state of an existing installation, or both; at least one field is required. Fields
  * left out are kept. A permission change sets `permission_updated_at`.
+ *
+ * (1.3.0) `tags` merges into the installation's tags: a key with a string value is set, a
+ * key with `null` is removed, other keys are kept. The result may hold at most 64 tags
+ * (422 naming `tags` otherwise). Giving `tags` also takes the ability `installations:tag`
+ * (403 without it).
  *
  */
 export const updateInstallation = <ThrowOnError extends boolean = false>(options: Options<UpdateInstallationData, ThrowOnError>): RequestResult<UpdateInstallationResponses, UpdateInstallationErrors, ThrowOnError> => (options.client ?? client).patch<UpdateInstallationResponses, UpdateInstallationErrors, ThrowOnError>({
@@ -93,6 +98,12 @@ export const updateInstallation = <ThrowOnError extends boolean = false>(options
  * `permission_updated_at` only when `permission` changes. Registering a new identifier
  * on an `invalid` installation makes it `active` again. The push identifier itself is
  * never returned.
+ *
+ * (1.3.0) `tags` replaces the installation's tags; left out, the stored tags are kept (an
+ * app re-registers at every launch and must not wipe what its backend set); `{}` clears
+ * them. Giving `tags` also takes the ability `installations:tag` (403 without it), so that
+ * a token shipped in an app can be issued without it and devices cannot tag themselves into
+ * a segment.
  *
  */
 export const registerInstallation = <ThrowOnError extends boolean = false>(options: Options<RegisterInstallationData, ThrowOnError>): RequestResult<RegisterInstallationResponses, RegisterInstallationErrors, ThrowOnError> => (options.client ?? client).put<RegisterInstallationResponses, RegisterInstallationErrors, ThrowOnError>({
@@ -148,6 +159,15 @@ export const listNotifications = <ThrowOnError extends boolean = false>(options?
  * With an `Idempotency-Key`, a retry with the same key and body returns the original
  * notification (`meta.accepted: false`) instead of sending again, and takes nothing from the
  * send quota; the same key with a different body is 409.
+ *
+ * (1.3.0) `recipients.audience` or `recipients.segment` sends to the application's
+ * installations an audience matches instead (the same eligibility rules apply), and also
+ * takes the ability `notifications:broadcast` (403 without it: a leaked send token must not
+ * reach everyone for one unit of quota). Sending to an audience relaxes the spec's required
+ * `recipients.user_ids`; a request with neither an audience nor a segment is answered
+ * exactly as before. Who matches is decided when the fanout starts; `target_users` is 0
+ * until then, and then the distinct users among the installations it reaches, counted as
+ * `POST /api/v1/audiences/count` counts them.
  *
  */
 export const sendNotification = <ThrowOnError extends boolean = false>(options: Options<SendNotificationData, ThrowOnError>): RequestResult<SendNotificationResponses, SendNotificationErrors, ThrowOnError> => (options.client ?? client).post<SendNotificationResponses, SendNotificationErrors, ThrowOnError>({
@@ -272,6 +292,88 @@ export const listUserDeliveries = <ThrowOnError extends boolean = false>(options
 export const reportEvent = <ThrowOnError extends boolean = false>(options: Options<ReportEventData, ThrowOnError>): RequestResult<ReportEventResponses, ReportEventErrors, ThrowOnError> => (options.client ?? client).post<ReportEventResponses, ReportEventErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/api/v1/events',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List the application's segments
+ *
+ * (1.3.0) Every saved segment of the authenticated application, by name. Not paginated:
+ * segments are named audiences an operator keeps, a handful per application, not data that
+ * grows with users. Their sizes: `countAudience` with `segment`.
+ *
+ */
+export const listSegments = <ThrowOnError extends boolean = false>(options?: Options<ListSegmentsData, ThrowOnError>): RequestResult<ListSegmentsResponses, ListSegmentsErrors, ThrowOnError> => (options?.client ?? client).get<ListSegmentsResponses, ListSegmentsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/segments',
+    ...options
+});
+
+/**
+ * Delete a segment
+ *
+ * (1.3.0) Removes the segment: a send naming it is then 422. Notifications already sent to
+ * it keep the audience they copied.
+ *
+ */
+export const deleteSegment = <ThrowOnError extends boolean = false>(options: Options<DeleteSegmentData, ThrowOnError>): RequestResult<DeleteSegmentResponses, DeleteSegmentErrors, ThrowOnError> => (options.client ?? client).delete<DeleteSegmentResponses, DeleteSegmentErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/segments/{name}',
+    ...options
+});
+
+/**
+ * Get a segment
+ *
+ * (1.3.0) A segment of the authenticated application; another application's is 404.
+ */
+export const getSegment = <ThrowOnError extends boolean = false>(options: Options<GetSegmentData, ThrowOnError>): RequestResult<GetSegmentResponses, GetSegmentErrors, ThrowOnError> => (options.client ?? client).get<GetSegmentResponses, GetSegmentErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/segments/{name}',
+    ...options
+});
+
+/**
+ * Save a segment
+ *
+ * (1.3.0) Creates the segment (201) or replaces its audience (200). A send names it with
+ * `recipients.segment`; the audience is copied into the notification when sent, so changing
+ * or deleting a segment never changes whom an earlier (or scheduled) send reaches. The
+ * audience follows the rules of `Audience` (an empty one is 422 naming `audience`).
+ *
+ */
+export const putSegment = <ThrowOnError extends boolean = false>(options: Options<PutSegmentData, ThrowOnError>): RequestResult<PutSegmentResponses, PutSegmentErrors, ThrowOnError> => (options.client ?? client).put<PutSegmentResponses, PutSegmentErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/segments/{name}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Count whom an audience reaches
+ *
+ * (1.3.0) Exactly how many installations a visible push to the audience (or the saved
+ * segment) would reach now, and how many distinct users they belong to (an installation
+ * without a user counts as one). The count assumes a visible push: the eligibility rules
+ * of a send apply as for one (active installations only, permission `denied` left out, iOS
+ * `not_determined` left out, an identifier shared by several installations counted once);
+ * a data-only push also reaches iOS `not_determined`. It does not look at provider
+ * credentials: a platform without them would be skipped (`no_credentials`). Give exactly
+ * one of `audience` and `segment` (422 naming `body` otherwise); an unknown segment is 404,
+ * as an unknown resource named in a body is elsewhere (an event's `delivery_id`). A send's
+ * `target_users` is this `users` count, taken when its fanout starts.
+ *
+ */
+export const countAudience = <ThrowOnError extends boolean = false>(options: Options<CountAudienceData, ThrowOnError>): RequestResult<CountAudienceResponses, CountAudienceErrors, ThrowOnError> => (options.client ?? client).post<CountAudienceResponses, CountAudienceErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/audiences/count',
     ...options,
     headers: {
         'Content-Type': 'application/json',

@@ -128,6 +128,12 @@ export type Installation = {
      * The provider's reason, e.g. `Unregistered` or `UNREGISTERED`; null while `active`.
      */
     invalid_reason: string | null;
+    /**
+     * (1.3.0) In every answer of the installations operations (`{}` when none). Not in the
+     * `installation.invalidated` webhook, whose payload 1.3.0 leaves as it was.
+     *
+     */
+    tags?: Tags;
 };
 
 /**
@@ -144,6 +150,10 @@ export type InstallationPut = {
     permission?: Permission;
     user_id?: UserId;
     device?: DeviceInput;
+    /**
+     * (1.3.0) Replaces the stored tags; left out, they are kept. Needs `installations:tag`.
+     */
+    tags?: Tags;
 };
 
 /**
@@ -152,6 +162,7 @@ export type InstallationPut = {
 export type InstallationPatch = {
     user_id?: UserId;
     permission?: Permission;
+    tags?: TagsPatch;
 };
 
 /**
@@ -173,6 +184,137 @@ export type InstallationPage = {
          * Pass as `cursor` for the next page; null on the last page.
          */
         next_cursor: string | null;
+    };
+};
+
+/**
+ * (1.3.0) Key/value strings the app's backend sets on an installation, which an audience's
+ * `tags` conditions match. At most 64; keys match `^[A-Za-z0-9_.:-]{1,64}$`, values are
+ * strings of at most 255 characters; both are case-sensitive. `{}` when none.
+ *
+ */
+export type Tags = {
+    [key in TagKey]?: TagValue;
+};
+
+/**
+ * (1.3.0) Tags to set (a string value) or remove (`null`); other tags are kept. Needs
+ * `installations:tag`.
+ *
+ */
+export type TagsPatch = {
+    [key in TagKey]?: string | null;
+};
+
+export type TagKey = string;
+
+export type TagValue = string;
+
+/**
+ * (1.3.0) A filter over the application's installations; every condition given must hold
+ * (AND). `all: true` alone means every installation. An audience with no condition and
+ * without `all: true` is refused (422): a broadcast is never an accident. `all: true`
+ * together with a condition is refused too (it would mean the condition alone).
+ *
+ * Only active installations are matched, and the usual eligibility rules apply as for a
+ * `user_ids` send: permission `denied` is skipped, iOS `not_determined` is skipped for a
+ * visible push, and an identifier shared by several installations of the application is
+ * pushed once.
+ *
+ */
+export type Audience = {
+    /**
+     * Installations of these platforms.
+     */
+    platforms?: Array<Platform>;
+    /**
+     * Conditions on the installation's `tags`.
+     */
+    tags?: Array<AudienceTagCondition>;
+    /**
+     * Installations whose `device.locale` is one of these language tags or more specific,
+     * compared by whole subtags, case-insensitively, `_` read as `-`: `de` matches `de`,
+     * `de-AT` and `de_at`, not `den`; `pt-BR` matches `pt_BR` but not `pt`. An installation
+     * without a locale matches none.
+     *
+     */
+    locales?: Array<LanguageTag>;
+    /**
+     * Installations whose `last_seen_at` is within this many days (24 h each) of now.
+     */
+    active_within_days?: number;
+    /**
+     * `true`: every installation of the application. Only alone.
+     */
+    all?: true;
+};
+
+/**
+ * One condition on an installation's tags. `eq`: the key has `value`. `ne`: the key does not
+ * have `value`, including installations without the key. `in`: the key has one of `values`.
+ * `exists` / `not_exists`: the key is set / not set, whatever its value. `eq` and `ne` take
+ * `value` only, `in` takes `values` only, `exists` and `not_exists` neither (422 otherwise).
+ * Keys and values are compared exactly (case-sensitive).
+ *
+ */
+export type AudienceTagCondition = unknown & {
+    key: TagKey;
+    op: 'eq' | 'ne' | 'in' | 'exists' | 'not_exists';
+    value?: TagValue;
+    values?: Array<TagValue>;
+};
+
+/**
+ * (1.3.0) A segment's name, unique in its application.
+ */
+export type SegmentName = string;
+
+/**
+ * (1.3.0) A saved audience, named.
+ */
+export type Segment = {
+    name: SegmentName;
+    audience: Audience;
+    created_at: string;
+    /**
+     * When its audience was last saved.
+     */
+    updated_at: string;
+};
+
+export type SegmentPut = {
+    audience: Audience;
+};
+
+export type SegmentEnvelope = {
+    data: Segment;
+};
+
+export type SegmentList = {
+    /**
+     * By name.
+     */
+    data: Array<Segment>;
+};
+
+/**
+ * (1.3.0) Exactly one of `audience` and `segment`.
+ */
+export type AudienceCountRequest = {
+    audience?: Audience;
+    segment?: SegmentName;
+};
+
+export type AudienceCountEnvelope = {
+    data: {
+        /**
+         * Installations a visible push would go to now.
+         */
+        installations: number;
+        /**
+         * Distinct users among them; an installation without a user counts as one.
+         */
+        users: number;
     };
 };
 
@@ -349,11 +491,31 @@ export type NotificationOptions = {
  *
  */
 export type NotificationSend = {
+    /**
+     * Exactly one of `user_ids`, `audience` (1.3.0) or `segment` (1.3.0); more than one is
+     * 422 naming `recipients`. Without `audience` or `segment`, `user_ids` is required, as it
+     * always was (422 naming `recipients.user_ids`).
+     *
+     */
     recipients: {
+        /**
+         * (1.3.0) The application's installations this filter matches, when the fanout
+         * starts. Needs `notifications:broadcast`.
+         *
+         */
+        audience?: Audience;
+        /**
+         * (1.3.0) A saved segment (an unknown one is 422 naming `recipients.segment`). Its
+         * audience is copied into the notification when sent: changing or deleting the
+         * segment later does not change whom a scheduled send reaches. Needs
+         * `notifications:broadcast`.
+         *
+         */
+        segment?: SegmentName;
         /**
          * Your user ids; each user's eligible installations receive the push.
          */
-        user_ids: Array<string>;
+        user_ids?: Array<string>;
     };
     notification: NotificationContent;
     /**
@@ -440,9 +602,23 @@ export type Notification = {
         [key: string]: unknown;
     };
     /**
-     * Number of user ids in `recipients.user_ids`.
+     * Number of user ids in `recipients.user_ids`. (1.3.0) For a send to an `audience` or a
+     * `segment`: 0 until its fanout starts, then the number of distinct users among the
+     * installations it reaches (an installation without a user counting as one), counted as
+     * `POST /api/v1/audiences/count` counts them.
+     *
      */
     target_users: number;
+    /**
+     * (1.3.0) Present only for a send to an audience or a segment: the filter it targets
+     * (a segment's as it was when sent).
+     *
+     */
+    audience?: Audience;
+    /**
+     * (1.3.0) Present only for a send to a segment: its name.
+     */
+    segment?: SegmentName;
     statistics: Statistics;
     created_at: string | null;
     /**
@@ -856,7 +1032,7 @@ export type DeliveryFailedEvent = {
 };
 
 /**
- * A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`).
+ * A provider declared the installation's push identifier dead; `data.installation` is it as `GET /api/v1/installations/{id}` shows it (`status` `invalid`, with `invalid_reason`), without `tags`.
  */
 export type InstallationInvalidatedEvent = {
     id: string;
@@ -899,7 +1075,7 @@ export type WebhookEvent = ({
     type: 'event.reported';
 } & EventReportedEvent);
 
-export type Ability = 'installations:write' | 'installations:read' | 'installations:list' | 'notifications:send' | 'notifications:read' | 'events:write' | '*';
+export type Ability = 'installations:write' | 'installations:read' | 'installations:list' | 'installations:tag' | 'notifications:send' | 'notifications:broadcast' | 'notifications:read' | 'segments:write' | 'events:write' | '*';
 
 /**
  * A platform's provider credentials, as the workers last found them.
@@ -980,6 +1156,11 @@ export type InstallationId = string;
  *
  */
 export type InstallationIdLookup = string;
+
+/**
+ * (1.3.0) The segment's name.
+ */
+export type SegmentName2 = SegmentName;
 
 /**
  * The notification's `id`.
@@ -1878,6 +2059,287 @@ export type ReportEventResponses = {
 };
 
 export type ReportEventResponse = ReportEventResponses[keyof ReportEventResponses];
+
+export type ListSegmentsData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/api/v1/segments';
+};
+
+export type ListSegmentsErrors = {
+    /**
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * A query parameter this operation does not take.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type ListSegmentsError = ListSegmentsErrors[keyof ListSegmentsErrors];
+
+export type ListSegmentsResponses = {
+    /**
+     * The application's segments, by name.
+     */
+    200: SegmentList;
+};
+
+export type ListSegmentsResponse = ListSegmentsResponses[keyof ListSegmentsResponses];
+
+export type DeleteSegmentData = {
+    body?: never;
+    path: {
+        /**
+         * (1.3.0) The segment's name.
+         */
+        name: SegmentName;
+    };
+    query?: never;
+    url: '/api/v1/segments/{name}';
+};
+
+export type DeleteSegmentErrors = {
+    /**
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * No such resource in the authenticated application.
+     */
+    404: Error;
+    /**
+     * Validation failed; `errors` maps each offending field to its messages.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type DeleteSegmentError = DeleteSegmentErrors[keyof DeleteSegmentErrors];
+
+export type DeleteSegmentResponses = {
+    /**
+     * Segment deleted. No body.
+     */
+    204: void;
+};
+
+export type DeleteSegmentResponse = DeleteSegmentResponses[keyof DeleteSegmentResponses];
+
+export type GetSegmentData = {
+    body?: never;
+    path: {
+        /**
+         * (1.3.0) The segment's name.
+         */
+        name: SegmentName;
+    };
+    query?: never;
+    url: '/api/v1/segments/{name}';
+};
+
+export type GetSegmentErrors = {
+    /**
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * No such resource in the authenticated application.
+     */
+    404: Error;
+    /**
+     * Validation failed; `errors` maps each offending field to its messages.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type GetSegmentError = GetSegmentErrors[keyof GetSegmentErrors];
+
+export type GetSegmentResponses = {
+    /**
+     * The segment.
+     */
+    200: SegmentEnvelope;
+};
+
+export type GetSegmentResponse = GetSegmentResponses[keyof GetSegmentResponses];
+
+export type PutSegmentData = {
+    body: SegmentPut;
+    path: {
+        /**
+         * (1.3.0) The segment's name.
+         */
+        name: SegmentName;
+    };
+    query?: never;
+    url: '/api/v1/segments/{name}';
+};
+
+export type PutSegmentErrors = {
+    /**
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * The request body is larger than the server accepts.
+     */
+    413: Error;
+    /**
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     *
+     */
+    415: Error;
+    /**
+     * Validation failed; `errors` maps each offending field to its messages.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type PutSegmentError = PutSegmentErrors[keyof PutSegmentErrors];
+
+export type PutSegmentResponses = {
+    /**
+     * Segment replaced.
+     */
+    200: SegmentEnvelope;
+    /**
+     * Segment created.
+     */
+    201: SegmentEnvelope;
+};
+
+export type PutSegmentResponse = PutSegmentResponses[keyof PutSegmentResponses];
+
+export type CountAudienceData = {
+    body: AudienceCountRequest;
+    path?: never;
+    query?: never;
+    url: '/api/v1/audiences/count';
+};
+
+export type CountAudienceErrors = {
+    /**
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * No such resource in the authenticated application.
+     */
+    404: Error;
+    /**
+     * The request body is larger than the server accepts.
+     */
+    413: Error;
+    /**
+     * The request body is not `application/json` in UTF-8, or its `Content-Encoding` is not one
+     * of `gzip`, `deflate`, `br`, `zstd` or `identity` (the message names the header at fault).
+     *
+     */
+    415: Error;
+    /**
+     * Validation failed; `errors` maps each offending field to its messages.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type CountAudienceError = CountAudienceErrors[keyof CountAudienceErrors];
+
+export type CountAudienceResponses = {
+    /**
+     * The audience's size now.
+     */
+    200: AudienceCountEnvelope;
+};
+
+export type CountAudienceResponse = CountAudienceResponses[keyof CountAudienceResponses];
 
 export type ListWebhooksData = {
     body?: never;

@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import type { components } from '../../generated/api.ts';
 import { arrayLiteral } from '../array-literal.ts';
-import type { DeviceDetails } from '../entities.ts';
+import type { DeviceDetails, Tags } from '../entities.ts';
 import { newId } from '../ids.ts';
 import { type Db, asDate, rows } from './execute.ts';
 
@@ -21,13 +21,14 @@ export type InstallationRow = {
   permissionUpdatedAt: Date;
   invalidatedAt: Date | null;
   invalidReason: string | null;
+  tags: Tags;
 };
 
 const installationColumns = sql`
   id, installation_id as "installationId", platform, provider_identifier as "providerIdentifier", status, permission,
   user_id as "userId", device, registered_at as "registeredAt", last_seen_at as "lastSeenAt",
   identifier_updated_at as "identifierUpdatedAt", permission_updated_at as "permissionUpdatedAt",
-  invalidated_at as "invalidatedAt", invalid_reason as "invalidReason"`;
+  invalidated_at as "invalidatedAt", invalid_reason as "invalidReason", tags`;
 
 const installationRow = (row: InstallationRow): InstallationRow => ({
   ...row,
@@ -39,14 +40,16 @@ const installationRow = (row: InstallationRow): InstallationRow => ({
 });
 
 export type InstallationKey = { applicationId: string; installationId: string };
-export type InstallationReplacement = Pick<InstallationRow, 'platform' | 'providerIdentifier' | 'permission' | 'userId' | 'device'>;
+/** `tags` undefined: the stored ones are kept (a new installation has none). */
+export type InstallationReplacement = Pick<InstallationRow, 'platform' | 'providerIdentifier' | 'permission' | 'userId' | 'device'> & { tags?: Tags };
 
 /**
  * A PUT, in one statement: a full replace of what the client gives that keeps `registered_at`,
  * moves `identifier_updated_at` and `permission_updated_at` only when those values change, and
  * keeps an installation a provider invalidated invalid unless the identifier is new (the app got
  * a fresh token). Concurrent first registrations meet on the unique key: one creates, the others
- * replace. `created`: no row existed (xmax is 0 on a freshly inserted row version).
+ * replace. `created`: no row existed (xmax is 0 on a freshly inserted row version). Tags are
+ * replaced only when given: an app re-registers at every launch, and its backend set them.
  */
 export async function upsertInstallation(
   db: Db,
@@ -54,18 +57,20 @@ export async function upsertInstallation(
   replacement: InstallationReplacement,
   now: Date,
 ): Promise<{ installation: InstallationRow; created: boolean }> {
+  const tags = replacement.tags === undefined ? null : JSON.stringify(replacement.tags);
   const [row] = await rows(
     db,
     sql<InstallationRow & { created: boolean }>`
       insert into installations as i
         (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
-         registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason)
+         registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason, tags)
       values (${newId()}, ${key.applicationId}, ${key.installationId}, ${replacement.platform}, ${replacement.providerIdentifier},
               'active', ${replacement.permission}, ${replacement.userId}, ${JSON.stringify(replacement.device)}::jsonb,
-              ${now}, ${now}, ${now}, ${now}, null, null)
+              ${now}, ${now}, ${now}, ${now}, null, null, coalesce(${tags}::jsonb, '{}'))
       on conflict (application_id, installation_id) do update set
         platform = excluded.platform, provider_identifier = excluded.provider_identifier, permission = excluded.permission,
         user_id = excluded.user_id, device = excluded.device, last_seen_at = excluded.last_seen_at,
+        tags = coalesce(${tags}::jsonb, i.tags),
         identifier_updated_at = case when i.provider_identifier = excluded.provider_identifier then i.identifier_updated_at else excluded.identifier_updated_at end,
         permission_updated_at = case when i.permission = excluded.permission then i.permission_updated_at else excluded.permission_updated_at end,
         status = case when i.provider_identifier = excluded.provider_identifier then i.status else 'active' end,
@@ -77,21 +82,38 @@ export async function upsertInstallation(
   return { installation: installationRow(installation), created };
 }
 
-export type InstallationPatch = { userId?: string | null; permission?: InstallationRow['permission'] };
+/** `tags`: a string value sets the key, null removes it, keys left out are kept. */
+export type InstallationPatch = { userId?: string | null; permission?: InstallationRow['permission']; tags?: Record<string, string | null> };
 
-/** A PATCH: the user as given (null detaches it), and `permission_updated_at` only on a new permission. */
-export async function patchInstallation(db: Db, key: InstallationKey, patch: InstallationPatch, now: Date): Promise<InstallationRow | undefined> {
+/**
+ * A PATCH: the user as given (null detaches it), `permission_updated_at` only on a new permission,
+ * and the tags merged. Undefined, with nothing written, when there is no such installation or
+ * when the merged tags would be more than `maxTags` (the caller tells the two apart).
+ */
+export async function patchInstallation(
+  db: Db,
+  key: InstallationKey,
+  patch: InstallationPatch,
+  now: Date,
+  maxTags: number,
+): Promise<InstallationRow | undefined> {
   const permission = patch.permission ?? null;
+  const entries = Object.entries(patch.tags ?? {});
+  const set = JSON.stringify(Object.fromEntries(entries.filter(([, value]) => value !== null)));
+  const removed = arrayLiteral(entries.filter(([, value]) => value === null).map(([name]) => name));
+  const merged = patch.tags === undefined ? sql`i.tags` : sql`((i.tags || ${set}::jsonb) - ${removed}::text[])`;
   const [row] = await rows(
     db,
     sql<InstallationRow>`
       update installations i set
+        tags = ${merged},
         user_id = ${patch.userId === undefined ? sql`i.user_id` : sql`${patch.userId}`},
         permission = coalesce(${permission}, i.permission),
         permission_updated_at = case when ${permission}::text is distinct from i.permission::text and ${permission}::text is not null
                                      then ${now} else i.permission_updated_at end,
         last_seen_at = ${now}
        where application_id = ${key.applicationId} and installation_id = ${key.installationId}
+         and (select count(*) from jsonb_object_keys(${merged})) <= ${maxTags}
       returning ${installationColumns}`,
   );
   return row && installationRow(row);

@@ -3,7 +3,7 @@
 import { sql } from 'kysely';
 import type { components } from '../../generated/api.ts';
 import { arrayLiteral } from '../array-literal.ts';
-import type { Localizations } from '../entities.ts';
+import type { Audience, Localizations } from '../entities.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
 
 /** What a notification's view shows: its counters, and how many users it targets, not who. */
@@ -17,6 +17,9 @@ export type NotificationRow = {
   localizations: Localizations | null;
   data: Record<string, unknown>;
   options: Record<string, unknown>;
+  /** A send to an audience: its filter (a segment's as it was when sent); null for user_ids. */
+  audience: Audience | null;
+  segment: string | null;
   targetUsers: number;
   createdAt: Date;
   scheduledFor: Date | null;
@@ -35,7 +38,7 @@ export type NotificationRow = {
 // user_ids stays in the table: up to 500 ids a row, which a view never shows.
 const notificationColumns = sql`
   id, status, title, body, image_url as "imageUrl", action_url as "actionUrl", localizations, data, options,
-  cardinality(user_ids) as "targetUsers", created_at as "createdAt", scheduled_for as "scheduledFor",
+  audience, segment, target_users as "targetUsers", created_at as "createdAt", scheduled_for as "scheduledFor",
   processing_started_at as "processingStartedAt",
   completed_at as "completedAt", users_count as "usersCount", installations_count as "installationsCount",
   accepted_count as "acceptedCount", failed_count as "failedCount", skipped_count as "skippedCount",
@@ -96,7 +99,7 @@ export async function findUnexpiredKey(db: Db, claim: KeyClaim, windowHours: num
 
 export type NewNotification = Pick<
   NotificationRow,
-  'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options' | 'scheduledFor'
+  'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options' | 'scheduledFor' | 'audience' | 'segment'
 > & { applicationId: string; userIds: string[] };
 
 /**
@@ -125,10 +128,14 @@ export async function insertNotification(
     sql<NotificationRow>`
       with claimed as (${claimed})
       insert into notifications
-        (id, application_id, status, title, body, image_url, action_url, localizations, data, options, user_ids, created_at, scheduled_for)
+        (id, application_id, status, title, body, image_url, action_url, localizations, data, options, user_ids, created_at, scheduled_for,
+         audience, segment, target_users)
       select ${n.id}, ${n.applicationId}, 'queued', ${n.title}, ${n.body}, ${n.imageUrl}, ${n.actionUrl},
              ${n.localizations === null ? null : JSON.stringify(n.localizations)}::jsonb, ${JSON.stringify(n.data)}::jsonb,
-             ${JSON.stringify(n.options)}::jsonb, ${arrayLiteral(n.userIds)}::text[], now(), ${n.scheduledFor}::timestamptz
+             ${JSON.stringify(n.options)}::jsonb, ${arrayLiteral(n.userIds)}::text[], now(), ${n.scheduledFor}::timestamptz,
+             ${n.audience === null ? null : JSON.stringify(n.audience)}::jsonb, ${n.segment}::text,
+             -- An audience's users are counted when its fanout starts.
+             ${n.audience === null ? n.userIds.length : 0}::int
        where exists (select from claimed)
       returning ${notificationColumns}`,
   );

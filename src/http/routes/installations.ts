@@ -24,19 +24,12 @@ export function installationsRouter(orm: Orm): Router {
   });
 
   router.put(path, async (req, res) => {
-    const { applicationId } = principalOf(req);
-    const { installation, created } = await registerInstallation(
-      orm.em,
-      applicationId,
-      req.params.installationId,
-      req.body,
-    );
+    const { installation, created } = await registerInstallation(orm.em, principalOf(req), req.params.installationId, req.body);
     res.status(created ? 201 : 200).json({ data: installationView(installation) });
   });
 
   router.patch(path, async (req, res) => {
-    const { applicationId } = principalOf(req);
-    const installation = await updateInstallation(orm.em, applicationId, req.params.installationId, req.body);
+    const installation = await updateInstallation(orm.em, principalOf(req), req.params.installationId, req.body);
     res.json({ data: installationView(installation) });
   });
 

@@ -23,9 +23,10 @@ export function notificationsRouter(orm: Orm, sends: PipelinedPool, fanouts: Fan
   const router = Router();
 
   router.post(sendPath, async (req, res) => {
-    const { applicationId } = principalOf(req);
+    const { applicationId, abilities } = principalOf(req);
     const { notification, accepted } = await sendNotification(orm.em, sends, fanouts, {
       applicationId,
+      abilities,
       request: req.body,
       idempotencyKey: req.get('idempotency-key'),
       admit: () => quota.admit(req, res),
