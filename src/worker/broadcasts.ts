@@ -53,6 +53,7 @@ export async function runBroadcast(
   const id = job.notificationId;
   let walkedHere = 0;
   let ended = false;
+  let counted = false;
   for (;;) {
     const room = await roomToWalk(db, id, settings, started);
     if (room === 'stopped') break;
@@ -65,14 +66,9 @@ export async function runBroadcast(
     const batch = await em.fork().transactional(async (tx) => {
       const step = await lockWalkStep(tx, id);
       if (!step?.audience) return null;
-      if (step.walked === 0 && step.walkAfter === null && walkedHere === 0) {
-        // target_users is the count /audiences/count gives, taken as the walk starts; before the
-        // first batch's insert so that it never reads past what the walk then writes.
-        const { users } = await countAudience(tx, step.applicationId, step.audience);
-        await setTargetUsers(tx, id, users);
-        context.logger.info({ notificationId: id, targetUsers: users }, 'broadcast walk started');
-      } else if (walkedHere === 0) {
-        context.logger.info({ notificationId: id, walked: step.walked }, 'broadcast walk resumed at its checkpoint');
+      if (walkedHere === 0) {
+        if (step.walked === 0 && step.walkAfter === null) context.logger.info({ notificationId: id }, 'broadcast walk started');
+        else context.logger.info({ notificationId: id, walked: step.walked }, 'broadcast walk resumed at its checkpoint');
       }
       const localized = Object.keys(step.localizations ?? {}).length > 0;
       const walked = await walkAudience(tx, { ...step, withLocale: localized }, settings.batch);
@@ -85,9 +81,27 @@ export async function runBroadcast(
       }));
       if (deliverJobs.length > 0) await context.boss.insert(queues.campaignDeliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
       await advanceWalk(tx, id, { last: walked.last, walked: walked.candidates.length, ended: walked.ended });
-      return { walked: walked.candidates.length, ended: walked.ended, skips: fanout.skips, total: step.walked + walked.candidates.length };
+      return {
+        walked: walked.candidates.length,
+        ended: walked.ended,
+        skips: fanout.skips,
+        total: step.walked + walked.candidates.length,
+        uncounted: step.targetUsers === 0 ? step.audience : null,
+      };
     });
     if (!batch) break;
+    if (batch.uncounted && !counted) {
+      // target_users: the count /audiences/count gives, taken as the walk starts (once: a walk
+      // resumed finds it written). Once its first batch has committed, so that the first pushes
+      // do not wait for a count of the whole audience.
+      counted = true;
+      const { users } = await em.fork().transactional(async (tx) => {
+        const count = await countAudience(tx, job.applicationId, batch.uncounted!);
+        await setTargetUsers(tx, id, count.users);
+        return count;
+      });
+      context.logger.info({ notificationId: id, targetUsers: users }, 'broadcast audience counted');
+    }
     walkedHere += batch.walked;
     for (const [platform, counts] of batch.skips) deliveriesEnded(platform, counts);
     if (batch.ended) {

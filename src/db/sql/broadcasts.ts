@@ -93,9 +93,9 @@ export async function advanceWalk(db: Db, notificationId: string, step: { last: 
   );
 }
 
-/** `target_users` of an audience send, counted when its walk starts (countAudience). */
+/** `target_users` of an audience send, counted when its walk starts (countAudience); written once. */
 export async function setTargetUsers(db: Db, notificationId: string, users: number): Promise<void> {
-  await run(db, sql`update notifications set target_users = ${users} where id = ${notificationId} and walked = 0 and walk_after is null`);
+  await run(db, sql`update notifications set target_users = ${users} where id = ${notificationId} and target_users = 0`);
 }
 
 /** What a broadcast's walk reads before a batch: its deliveries not ended yet (from the counters), and its status. */
