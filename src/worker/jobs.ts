@@ -1,6 +1,7 @@
 // The two jobs behind a send. Fanout: resolve the target users' installations, write one delivery
-// row each and queue deliver batches, all in one transaction. Deliver: push a batch, record the
-// outcomes, retry the transient ones later, and close the notification when nothing is pending.
+// row each and queue deliver batches, all in one transaction (a send to an audience is handed to
+// its walk instead: broadcasts.ts). Deliver: push a batch, record the outcomes, retry the transient
+// ones later, and close the notification when nothing is pending.
 import { performance } from 'node:perf_hooks';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
