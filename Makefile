@@ -155,6 +155,15 @@ bench-retention: install
 bench-user-deliveries: install
 	node bench/user-deliveries.ts
 
+# The audience-count benchmark (bench/audience-count.ts): POST /api/v1/audiences/count through the
+# real app at 1,000,000 installations prefilled with generate_series, for `all: true`, one tag `eq`
+# matching 10 %, and platform + tag `in` + active_within_days: the cold first run, then p50/p95 over 20
+# warm runs against the goal (p95 ≤ 300 ms). On a fresh database on DATABASE_URL's server (default
+# postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
+.PHONY: bench-audience-count
+bench-audience-count: install
+	node bench/audience-count.ts
+
 # The API benchmark (bench/api.ts): Herald's API hot paths (PUT/PATCH/GET installation, POST event,
 # GET notification and the list) under autocannon, against a bare express + pg ceiling doing the same
 # work (bench/api-ceiling.ts) on the same tables, alternating rounds (Herald/ceiling req/s ≥ 0.6);

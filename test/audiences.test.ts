@@ -155,9 +155,9 @@ describe('who a send reaches', () => {
 
   test.each<[string, object, string[]]>([
     ['an empty audience', {}, ['recipients.audience']],
-    ['all: false alone', { all: false }, ['recipients.audience']],
+    ['all: false alone', { all: false }, ['recipients.audience.all']],
     ['empty condition lists', { platforms: [], tags: [] }, ['recipients.audience.platforms', 'recipients.audience.tags']],
-    ['all: true with a condition', { all: true, platforms: ['ios'] }, ['recipients.audience.all']],
+    ['all: true with a condition', { all: true, platforms: ['ios'] }, ['recipients.audience']],
     ['eq without value', { tags: [{ key: 'plan', op: 'eq' }] }, ['recipients.audience.tags.0.value']],
     ['ne with values', { tags: [{ key: 'plan', op: 'ne', value: 'a', values: ['b'] }] }, ['recipients.audience.tags.0.values']],
     ['in without values', { tags: [{ key: 'plan', op: 'in' }] }, ['recipients.audience.tags.0.values']],
@@ -301,11 +301,19 @@ describe('POST /api/v1/audiences/count', () => {
     ['neither audience nor segment', 'body', {}],
     ['both', 'body', { audience: { all: true }, segment: 's' }],
     ['an empty audience', 'audience', { audience: {} }],
-    ['an unknown segment', 'segment', { segment: 'no-such-segment' }],
     ['a bad segment name', 'segment', { segment: 'a b' }],
   ])('%s is 422 naming %s', async (_, field, body) => {
     const res = await call('post', '/api/v1/audiences/count', body);
     expect(res.status).toBe(422);
     expect(Object.keys(res.body.errors)).toEqual([field]);
+  });
+
+  test("an unknown segment, or another application's, is 404, as an unknown resource a body names is elsewhere", async () => {
+    const name = newId('their-count');
+    await call('put', `/api/v1/segments/${name}`, { audience: { all: true } }, otherToken);
+    for (const segment of [newId('no-such-segment'), name]) {
+      const res = await call('post', '/api/v1/audiences/count', { segment });
+      expect([res.status, res.body]).toEqual([404, { message: 'Not Found' }]);
+    }
   });
 });

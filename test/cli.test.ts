@@ -104,7 +104,50 @@ test('an empty HERALD_CREDENTIALS_KEY stops every command at start, with the for
 
 test('--help lists the commands', async () => {
   const help = await herald('--help');
-  for (const command of ['start', 'serve', 'work', 'migrate', 'apps', 'tokens', 'webhooks']) expect(help).toContain(command);
+  for (const command of ['start', 'serve', 'work', 'migrate', 'apps', 'tokens', 'webhooks', 'segments']) expect(help).toContain(command);
+});
+
+test("tokens create --help names every ability, the audiences' included", async () => {
+  const help = await herald('tokens', 'create', '--help');
+  for (const ability of ['installations:tag', 'notifications:broadcast', 'segments:write', 'notifications:send']) expect(help).toContain(ability);
+});
+
+test('an operator saves segments, sees their sizes, counts an audience and deletes a segment', async () => {
+  const appId = /Created application (\S+)/.exec(await herald('apps', 'create', '--name', 'CLI segments'))![1];
+  const token = await createToken(harness.orm.em.fork(), { applicationId: appId, name: 'backend', abilities: ['*'] });
+  for (const [id, plan] of [['cli-seg-1', 'pro'], ['cli-seg-2', 'pro'], ['cli-seg-3', 'free']]) {
+    await request(harness.app)
+      .put(`/api/v1/installations/${id}`)
+      .set('Authorization', `Bearer ${token.plaintext}`)
+      .send({ platform: 'android', provider: { identifier: id }, user_id: id, tags: { plan } });
+  }
+  expect(await herald('segments', 'set', '--app', appId, 'pro', '{"tags":[{"key":"plan","op":"eq","value":"pro"}]}')).toBe(
+    'Created segment pro: 2 installations, 2 users.\n',
+  );
+  expect(await herald('segments', 'set', '--app', appId, 'everyone', '{"all":true}')).toContain('3 installations, 3 users');
+  expect(await herald('segments', 'list', '--app', appId)).toBe(
+    'everyone  3 installations, 3 users  {"all":true}\npro  2 installations, 2 users  {"tags":[{"op":"eq","key":"plan","value":"pro"}]}\n',
+  );
+  expect(await herald('segments', 'show', '--app', appId, 'pro')).toContain('"value": "pro"');
+  expect(await herald('segments', 'count', '--app', appId, '{"tags":[{"key":"plan","op":"ne","value":"pro"}]}')).toBe('1 installations, 1 users\n');
+  // The API sees what the CLI saved.
+  const read = await request(harness.app).get('/api/v1/segments/pro').set('Authorization', `Bearer ${token.plaintext}`);
+  expect(read.body.data.audience).toEqual({ tags: [{ key: 'plan', op: 'eq', value: 'pro' }] });
+  expect(await herald('segments', 'delete', '--app', appId, 'pro')).toBe('Deleted segment pro.\n');
+  await expect(herald('segments', 'delete', '--app', appId, 'pro')).rejects.toMatchObject({ code: 1, stderr: 'herald: No segment pro.\n' });
+});
+
+test('segments set refuses an audience that is not JSON, not an audience, or empty, saying why', async () => {
+  const appId = /Created application (\S+)/.exec(await herald('apps', 'create', '--name', 'CLI bad segments'))![1];
+  await expect(herald('segments', 'set', '--app', appId, 's', '{platforms')).rejects.toMatchObject({ stderr: expect.stringContaining('not JSON') });
+  await expect(herald('segments', 'set', '--app', appId, 's', '{"platforms":"ios"}')).rejects.toMatchObject({
+    stderr: expect.stringContaining('not an audience: /platforms must be array'),
+  });
+  await expect(herald('segments', 'set', '--app', appId, 's', '{}')).rejects.toMatchObject({
+    code: 1,
+    stderr: expect.stringContaining('not an audience: audience must NOT have fewer than 1 properties'),
+  });
+  await expect(herald('segments', 'set', '--app', appId, 'a b', '{"all":true}')).rejects.toMatchObject({ code: 1 });
 });
 
 test('an operator adds a webhook endpoint (its secret shown once), lists it, rotates its secret, reads its log and removes it', async () => {

@@ -296,6 +296,34 @@ test("the application's webhook endpoints: their state, last delivery and recent
   }
 });
 
+test("the application's segments with their sizes, and a notification's audience on its page", async () => {
+  const app = await pipeline.newApplication({});
+  const api = (method: 'put' | 'post', path: string, body: object) =>
+    request(pipeline.harness.app)[method](path).set('Authorization', `Bearer ${app.server}`).send(body);
+  for (const [id, plan, user] of [['seg-a', 'pro', 'ann'], ['seg-b', 'pro', 'ann'], ['seg-c', 'free', 'bob']]) {
+    await api('put', `/api/v1/installations/${id}`, { platform: 'android', provider: { identifier: `token-${id}` }, user_id: user, tags: { plan } });
+  }
+  await api('put', '/api/v1/segments/pro', { audience: { platforms: ['android'], tags: [{ key: 'plan', op: 'eq', value: 'pro' }] } });
+  await api('put', '/api/v1/segments/everyone', { audience: { all: true } });
+  const sent = await api('post', '/api/v1/notifications', { recipients: { segment: 'pro' }, notification: { title: 'For pro users' } });
+  expect(sent.status).toBe(202);
+
+  const page = await browser.newPage();
+  await signIn(page, app.server);
+  await page.getByRole('link', { name: 'Application' }).click();
+  const rows = page.locator('section[aria-labelledby="segments-heading"] tbody tr');
+  await eventually(async () => (await rows.count()) === 2 && !(await rows.allInnerTexts()).some((text) => text.includes('…')), 'the segments and their sizes');
+  const [everyone, pro] = await rows.allInnerTexts();
+  expect(everyone).toMatch(/everyone\s+every installation\s+3\s+2/);
+  expect(pro).toMatch(/pro\s+android and plan = pro\s+2\s+1/);
+  await screenshot(page, 'dashboard-19-segments');
+
+  await page.goto(`${base}/dashboard#/notifications/${sent.body.data.id}`);
+  const facts = page.locator('dl.facts');
+  await facts.waitFor();
+  expect(await facts.innerText()).toMatch(/Audience\s+segment pro: android and plan = pro/i);
+});
+
 test('a token without the ability a view needs: that view names it, the others work', async () => {
   const app = await pipeline.newApplication({});
   const { plaintext } = await createToken(pipeline.harness.orm.em.fork(), { applicationId: app.id, name: 'support', abilities: ['notifications:read'] });

@@ -206,3 +206,33 @@ describe("the index of a user's deliveries", () => {
     }
   });
 });
+
+test('the upgrade that adds audiences keeps what a notification and an installation read: target_users from user_ids, tags {}', async () => {
+  const { url, drop: dropDatabase } = await createDatabase(databaseUrl(), `herald_audiences_${randomBytes(4).toString('hex')}`);
+  const before = await openOrm(url, 2);
+  try {
+    await before.migrator.up({ to: 'Migration20261203133700' });
+    const em = before.em.fork();
+    const applicationId = randomUUID();
+    await em.execute(`insert into applications (id, name, created_at) values (?, 'before the upgrade', now())`, [applicationId]);
+    const notificationId = randomUUID();
+    await em.execute(
+      `insert into notifications (id, application_id, status, title, data, options, user_ids, created_at) values (?, ?, 'queued', 'Hi', '{}', '{}', '{u1,u2,u3}', now())`,
+      [notificationId, applicationId],
+    );
+    await em.execute(
+      `insert into installations (id, application_id, installation_id, platform, provider_identifier, status, permission, device,
+                                  registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
+       values (?, ?, 'phone', 'ios', 'token', 'active', 'authorized', '{}', now(), now(), now(), now())`,
+      [randomUUID(), applicationId],
+    );
+    await before.migrator.up();
+    const notification = (await findNotificationRow(before.em.fork(), applicationId, notificationId))!;
+    expect({ targetUsers: notification.targetUsers, audience: notification.audience, segment: notification.segment }).toEqual({ targetUsers: 3, audience: null, segment: null });
+    const [installation] = await before.em.fork().execute<{ tags: unknown }[]>(`select tags from installations where application_id = ?`, [applicationId]);
+    expect(installation.tags).toEqual({});
+  } finally {
+    await before.close();
+    await dropDatabase();
+  }
+});

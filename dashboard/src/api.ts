@@ -6,6 +6,7 @@ import { createHerald, type Herald } from '../../sdk/src/index.ts';
 export { HeraldError, HeraldNetworkError, type Herald } from '../../sdk/src/index.ts';
 export type {
   Application,
+  Audience,
   Delivery,
   DeliveryBreakdown,
   DeliveryState,
@@ -14,6 +15,7 @@ export type {
   NotificationStatus,
   Platform,
   ProviderStatus,
+  Segment,
   WebhookEndpoint,
 } from '../../sdk/src/index.ts';
 

@@ -1,3 +1,5 @@
+import type { Audience } from './api.ts';
+
 const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 const time = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
 const number = new Intl.NumberFormat();
@@ -16,4 +18,24 @@ export function ago(iso: string | null | undefined, now = Date.now()): string {
   if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
   if (seconds < 86_400) return `${Math.round(seconds / 3600)} h ago`;
   return `${Math.round(seconds / 86_400)} d ago`;
+}
+
+const conditionText: Record<string, (key: string, value?: string, values?: string[]) => string> = {
+  eq: (key, value) => `${key} = ${value}`,
+  ne: (key, value) => `${key} ≠ ${value}`,
+  in: (key, _, values) => `${key} in ${(values ?? []).join(', ')}`,
+  exists: (key) => `${key} set`,
+  not_exists: (key) => `${key} not set`,
+};
+
+/** An audience in words, its conditions joined by "and" as they are ANDed: "android and plan = pro". */
+export function describeAudience(audience: Audience): string {
+  if (audience.all) return 'every installation';
+  const parts = [
+    ...(audience.platforms?.length ? [audience.platforms.join(' or ')] : []),
+    ...(audience.tags ?? []).map((tag) => conditionText[tag.op](tag.key, tag.value, tag.values)),
+    ...(audience.locales?.length ? [`locale ${audience.locales.join(' or ')}`] : []),
+    ...(audience.active_within_days ? [`seen within ${audience.active_within_days} d`] : []),
+  ];
+  return parts.join(' and ');
 }

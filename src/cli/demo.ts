@@ -26,7 +26,10 @@ export async function ensureDemoApplication(
   }
   const application = await createApplication(em, 'Demo');
   const server = await createToken(em, { applicationId: application.id, name: 'demo server', abilities: [allAbilities] });
-  const client = await createToken(em, { applicationId: application.id, name: 'demo app', abilities: clientAbilities });
+  // The demo's app token may tag its installation, so that audiences can be tried at once; a real
+  // app's token is issued without installations:tag (a device must not tag itself into a segment).
+  const appAbilities = [...clientAbilities, 'installations:tag'];
+  const client = await createToken(em, { applicationId: application.id, name: 'demo app', abilities: appAbilities });
   if (options.simulatorKeys && options.credentialsKey) {
     await setApnsCredentials(em, application.id, options.simulatorKeys.apns, options.credentialsKey);
     await setFcmCredentials(em, application.id, options.simulatorKeys.fcm, options.credentialsKey);
@@ -37,7 +40,7 @@ export async function ensureDemoApplication(
   out(reference);
   out(`Demo application ${application.id}`);
   out(`  server token (all abilities):  ${server.plaintext}`);
-  out(`  app token (${clientAbilities.join(' ')}): ${client.plaintext}`);
+  out(`  app token (${appAbilities.join(' ')}): ${client.plaintext}`);
   out(`Dashboard: ${base}/dashboard (sign in with the server token).`);
   out('These tokens are shown once. Try:');
   out(`  curl -s -X PUT ${base}/api/v1/installations/phone-1 ${auth(client.plaintext)} -H 'Content-Type: application/json' \\`);

@@ -10,6 +10,7 @@ import { addAppsCommands } from './commands/apps.ts';
 import type { CommandIo } from './commands/common.ts';
 import { addCredentialsCommands } from './commands/credentials.ts';
 import { addMigrateCommand } from './commands/migrate.ts';
+import { addSegmentsCommands } from './commands/segments.ts';
 import { addServiceCommands } from './commands/service.ts';
 import { addSimulateCommand } from './commands/simulate.ts';
 import { addTokensCommands } from './commands/tokens.ts';
@@ -43,6 +44,7 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
   addCredentialsCommands(program, config, adminLogger, io);
   addTokensCommands(program, config, adminLogger, io);
   addWebhooksCommands(program, config, adminLogger, io);
+  addSegmentsCommands(program, config, adminLogger, io);
   return program;
 }
 

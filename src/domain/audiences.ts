@@ -37,7 +37,7 @@ function conditions(audience: Audience): string[] {
  */
 export function audienceErrors(audience: Audience, field: string, errors: FieldErrors = fieldErrors()): FieldErrors {
   const given = conditions(audience);
-  if (audience.all === true && given.length > 0) addFieldError(errors, `${field}.all`, allWithConditionsMessage);
+  if (audience.all === true && given.length > 0) addFieldError(errors, field, allWithConditionsMessage);
   else if (audience.all !== true && given.length === 0) addFieldError(errors, field, emptyAudienceMessage);
   (audience.tags ?? []).forEach((condition, index) => {
     const operand = operandOf[condition.op];

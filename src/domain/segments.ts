@@ -50,7 +50,9 @@ export async function countAudienceOf(em: EntityManager, applicationId: string, 
   const given = (request.audience === undefined ? 0 : 1) + (request.segment === undefined ? 0 : 1);
   if (given !== 1) throw validationFailed({ body: [oneOfCountMessage] });
   if (request.audience !== undefined) checkAudience(request.audience, 'audience');
-  const audience = request.audience ?? (await segmentAudience(em, applicationId, request.segment!, 'segment'));
+  // An unknown segment is 404 here, as an unknown resource a body names is elsewhere (an event's
+  // delivery); a send's is 422 naming recipients.segment (issue 40 fixes that one).
+  const audience = request.audience ?? (await findSegment(em, applicationId, request.segment!)).audience;
   // In a transaction of its own: the count sets its memory for that transaction alone.
   return em.transactional((tx) => countAudience(tx, applicationId, audience));
 }

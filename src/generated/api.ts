@@ -405,9 +405,9 @@ export interface paths {
          *     `not_determined` left out, an identifier shared by several installations counted once);
          *     a data-only push also reaches iOS `not_determined`. It does not look at provider
          *     credentials: a platform without them would be skipped (`no_credentials`). Give exactly
-         *     one of `audience` and `segment` (422 naming `body` otherwise); an unknown segment is 422
-         *     naming `segment`. A send's `target_users` is this `users` count, taken when its fanout
-         *     starts.
+         *     one of `audience` and `segment` (422 naming `body` otherwise); an unknown segment is 404,
+         *     as an unknown resource named in a body is elsewhere (an event's `delivery_id`). A send's
+         *     `target_users` is this `users` count, taken when its fanout starts.
          */
         post: operations["countAudience"];
         delete?: never;
@@ -1193,8 +1193,11 @@ export interface components {
             locales?: components["schemas"]["LanguageTag"][];
             /** @description Installations whose `last_seen_at` is within this many days (24 h each) of now. */
             active_within_days?: number;
-            /** @description `true`: every installation of the application. Only alone. */
-            all?: boolean;
+            /**
+             * @description `true`: every installation of the application. Only alone.
+             * @constant
+             */
+            all?: true;
         };
         /**
          * @description One condition on an installation's tags. `eq`: the key has `value`. `ne`: the key does not
@@ -1209,7 +1212,7 @@ export interface components {
             op: "eq" | "ne" | "in" | "exists" | "not_exists";
             value?: components["schemas"]["TagValue"];
             values?: components["schemas"]["TagValue"][];
-        };
+        } & (unknown & unknown & unknown);
         /** @description (1.3.0) A segment's name, unique in its application. */
         SegmentName: string;
         /** @description (1.3.0) A saved audience, named. */
@@ -3276,6 +3279,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationFailed"];

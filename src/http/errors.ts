@@ -13,7 +13,7 @@ import {
   validationMessage,
   type FieldErrors,
 } from '../domain/errors.ts';
-import { localizationsWithoutDefaultMessage, nothingToShowMessage } from '../domain/notifications.ts';
+import { localizationsWithoutDefaultMessage, nothingToShowMessage, oneRecipientKindMessage } from '../domain/notifications.ts';
 import { keyValidationText, validationText } from './validation-messages.ts';
 
 type ValidatorIssue = { path?: string; message?: string; errorCode?: string };
@@ -56,12 +56,13 @@ function valueAt(req: Request, path: string | undefined): unknown {
   return value;
 }
 
-// The document's `not` rules (both the send's, stated by the domain too), by the object they apply
+// The document's `not` rules (the send's, each stated by the domain too), by the object they apply
 // to, with the object whose content they judge: when that is not an object (`"notification": null`),
 // the rule says nothing true, and its type error says what is wrong.
 const notRules: Record<string, { field: string; message: string; judges: string }> = {
   '/body': { field: 'notification', message: nothingToShowMessage, judges: '/body/notification' },
   '/body/notification': { field: 'notification.localizations', message: localizationsWithoutDefaultMessage, judges: '/body/notification' },
+  '/body/recipients': { field: 'recipients', message: oneRecipientKindMessage, judges: '/body/recipients' },
 };
 
 const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);

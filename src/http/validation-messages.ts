@@ -87,6 +87,11 @@ function problem(issue: Issue, value: unknown): string {
       const pattern = /pattern "(.+)"$/.exec(text)?.[1] ?? '';
       return patternMeanings[pattern] ?? `must match ${pattern}`;
     }
+    // A field an object may not have beside another (an audience's tag condition: `values` with `eq`).
+    case 'false schema':
+      return 'is not allowed';
+    case 'const':
+      return 'must be the one value the document allows';
     case 'propertyNames':
       return `has a key that ${patternMeanings[nul]}`;
     case 'uniqueItems': {

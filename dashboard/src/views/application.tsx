@@ -1,9 +1,10 @@
 // The token's application: whether pushes can go out (each platform's credentials as the workers
-// last found them) and how many sends it may make.
+// last found them), how many sends it may make, its segments with their sizes, and its webhooks.
 import type { ProviderStatus } from '../api.ts';
 import { Badge, ErrorNote } from '../components.tsx';
 import { useLoad, useSession } from '../context.ts';
 import { formatDate, formatNumber } from '../format.ts';
+import { SegmentsSection } from './segments.tsx';
 import { WebhooksSection } from './webhooks.tsx';
 
 const platformNames = { ios: 'iOS (APNs)', android: 'Android (FCM)' } as const;
@@ -56,6 +57,7 @@ export function ApplicationView() {
       )}
       <h2>Credentials</h2>
       {app.credentials ? <CredentialsTable app={app} credentials={app.credentials} /> : <p class="detail">Shown to a token with notifications:send or notifications:read.</p>}
+      <SegmentsSection />
       <WebhooksSection />
     </section>
   );

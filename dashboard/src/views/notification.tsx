@@ -5,7 +5,7 @@ import { useState } from 'preact/hooks';
 import { HeraldError, type Delivery, type DeliveryBreakdown, type DeliveryState, type Notification, type Platform } from '../api.ts';
 import { Badge, Empty, ErrorNote, firstPage, Json, nextPage, Pager, previousPage } from '../components.tsx';
 import { useLoad, useSession } from '../context.ts';
-import { formatDate, formatNumber, formatTime } from '../format.ts';
+import { describeAudience, formatDate, formatNumber, formatTime } from '../format.ts';
 import { href } from '../route.ts';
 import { fanoutNote, Funnel } from './funnel.tsx';
 import { titleOf } from './notifications.tsx';
@@ -77,7 +77,15 @@ export function NotificationView({ id }: { id: string }) {
         </div>
         <div>
           <dt>Target users</dt>
-          <dd>{formatNumber(notification.target_users)}</dd>
+          <dd>{notification.audience && notification.status === 'queued' ? 'counted when the fanout starts' : formatNumber(notification.target_users)}</dd>
+        </div>
+        <div>
+          <dt>Audience</dt>
+          <dd>
+            {notification.audience
+              ? `${notification.segment ? `segment ${notification.segment}: ` : ''}${describeAudience(notification.audience)}`
+              : 'the user ids it was sent to'}
+          </dd>
         </div>
       </dl>
       {detail.error && <ErrorNote error={detail.error} />}

@@ -366,9 +366,9 @@ export const putSegment = <ThrowOnError extends boolean = false>(options: Option
  * `not_determined` left out, an identifier shared by several installations counted once);
  * a data-only push also reaches iOS `not_determined`. It does not look at provider
  * credentials: a platform without them would be skipped (`no_credentials`). Give exactly
- * one of `audience` and `segment` (422 naming `body` otherwise); an unknown segment is 422
- * naming `segment`. A send's `target_users` is this `users` count, taken when its fanout
- * starts.
+ * one of `audience` and `segment` (422 naming `body` otherwise); an unknown segment is 404,
+ * as an unknown resource named in a body is elsewhere (an event's `delivery_id`). A send's
+ * `target_users` is this `users` count, taken when its fanout starts.
  *
  */
 export const countAudience = <ThrowOnError extends boolean = false>(options: Options<CountAudienceData, ThrowOnError>): RequestResult<CountAudienceResponses, CountAudienceErrors, ThrowOnError> => (options.client ?? client).post<CountAudienceResponses, CountAudienceErrors, ThrowOnError>({

@@ -246,7 +246,7 @@ export type Audience = {
     /**
      * `true`: every installation of the application. Only alone.
      */
-    all?: boolean;
+    all?: true;
 };
 
 /**
@@ -257,7 +257,7 @@ export type Audience = {
  * Keys and values are compared exactly (case-sensitive).
  *
  */
-export type AudienceTagCondition = {
+export type AudienceTagCondition = unknown & {
     key: TagKey;
     op: 'eq' | 'ne' | 'in' | 'exists' | 'not_exists';
     value?: TagValue;
@@ -2303,6 +2303,10 @@ export type CountAudienceErrors = {
      * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
      */
     403: Error;
+    /**
+     * No such resource in the authenticated application.
+     */
+    404: Error;
     /**
      * The request body is larger than the server accepts.
      */

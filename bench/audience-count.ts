@@ -1,0 +1,150 @@
+// The audience-count benchmark (`make bench-audience-count`). On a fresh database that is dropped
+// at the end whatever happens: 1,000,000 installations of one application, prefilled by one
+// generate_series statement (half iOS, half Android; 2 % permission denied, 3 % not determined; 5 %
+// without a user, the others spread over 700,000 users; tags `plan` (free 50 %, trial 40 %, pro
+// 10 %), `country` (10 values) and `beta` on 5 %; 8 locales; last seen spread over 90 days; 0.5 %
+// sharing another installation's push identifier). Then POST /api/v1/audiences/count through
+// Herald's real app on a port, for three audiences:
+//   all           { all: true }
+//   tag eq 10 %   { tags: [plan eq pro] }
+//   combined      { platforms: [android], tags: [country in de/fr/es], active_within_days: 30 }
+// each run once right after the prefill and its ANALYZE (cold: the first count the database has
+// planned and run on these rows; the operating system's cache may still hold pages), then 20 times
+// in a row (warm): p50 and p95 against the goal (p95 ≤ 300 ms), ok/MISS. It exits 0 whatever the
+// figures are (a measurement, not a test); non-zero only when the run itself failed.
+//
+// Environment (all optional):
+//   DATABASE_URL            admin URL of the Postgres server (default postgres://postgres@127.0.0.1:5432/postgres)
+//   BENCH_INSTALLATIONS     installations to prefill (1000000)
+//   BENCH_RUNS              warm runs per audience (20)
+//   BENCH_JSON              write the figures to this file instead of bench/results/audience-count-<UTC time>.json
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { migrate, openOrm } from '../src/db/orm.ts';
+import { createApplication, createToken } from '../src/domain/applications.ts';
+import type { Audience } from '../src/domain/audiences.ts';
+import {
+  createBenchDatabase,
+  createCleanups,
+  fixed,
+  integer,
+  machineLine,
+  percentile,
+  positiveIntegerFromEnv,
+  runBenchmark,
+  startBenchApi,
+  writeResults,
+} from './support.ts';
+
+const settings = {
+  adminUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  installations: positiveIntegerFromEnv('BENCH_INSTALLATIONS', 1_000_000),
+  runs: positiveIntegerFromEnv('BENCH_RUNS', 20),
+};
+const goalMs = 300;
+
+const audiences: { name: string; audience: Audience }[] = [
+  { name: 'all', audience: { all: true } },
+  { name: 'tag eq 10 %', audience: { tags: [{ key: 'plan', op: 'eq', value: 'pro' }] } },
+  {
+    name: 'combined',
+    audience: { platforms: ['android'], tags: [{ key: 'country', op: 'in', values: ['de', 'fr', 'es'] }], active_within_days: 30 },
+  },
+];
+
+/**
+ * `count` installations of the application in one statement. Push identifiers look like the real
+ * ones (64 hex digits on iOS, ~150 characters on Android); every 200th installation from the 7th
+ * shares the identifier of the one two before it (same platform), as a reinstall that kept its token.
+ */
+export async function prefillInstallations(client: pg.Client, applicationId: string, count: number): Promise<void> {
+  await client.query(
+    `insert into installations (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id,
+                                device, tags, registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
+     select gen_random_uuid(), $1, 'installation-' || n, platform,
+            case when platform = 'ios' then md5(t::text) || md5((t + 1)::text)
+                 else 'f' || left(md5(t::text), 21) || ':APA91b' || md5((t + 2)::text) || md5((t + 3)::text) || md5((t + 4)::text) end,
+            'active',
+            case when n % 50 = 0 then 'denied' when n % 33 = 0 then 'not_determined' else 'authorized' end,
+            case when n % 20 = 3 then null else 'user-' || (n % 700000) end,
+            jsonb_build_object('app_version', '3.2.0', 'os_version', null, 'model', null, 'timezone', null,
+                               'locale', (array['en_US', 'de_DE', 'fr-FR', 'es_ES', 'pt_BR', 'en-GB', 'it_IT', 'nl_NL'])[1 + n % 8]),
+            jsonb_build_object('plan', case when n % 10 = 1 then 'pro' when n % 10 < 5 then 'trial' else 'free' end,
+                               'country', (array['us', 'de', 'fr', 'es', 'it', 'gb', 'br', 'in', 'jp', 'nl'])[1 + (n / 7) % 10])
+              || case when n % 20 = 0 then '{"beta": "yes"}'::jsonb else '{}'::jsonb end,
+            now() - interval '200 days', seen, seen, seen
+       from generate_series(1::bigint, $2::bigint) n,
+            lateral (select case when n % 2 = 0 then 'ios' else 'android' end as platform,
+                            case when n % 200 = 7 then n - 2 else n end as t,
+                            now() - make_interval(secs => (n * 7919) % (90 * 86400)) as seen) v`,
+    [applicationId, count],
+  );
+}
+
+async function main(): Promise<number> {
+  const cleanups = createCleanups();
+  const database = `herald_bench_audience_${randomBytes(4).toString('hex')}`;
+  return runBenchmark(
+    'bench-audience-count',
+    async () => {
+      const url = await createBenchDatabase(settings.adminUrl, database, cleanups);
+      process.stdout.write(`${machineLine(database, settings.adminUrl)}\n`);
+      const orm = await openOrm(url, 4);
+      cleanups.add('orm', () => orm.close());
+      await migrate(orm);
+      const application = await createApplication(orm.em.fork(), 'audience bench');
+      const { plaintext: token } = await createToken(orm.em.fork(), { applicationId: application.id, name: 'bench', abilities: ['*'] });
+
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      cleanups.add('prefill client', () => client.end());
+      let started = performance.now();
+      await prefillInstallations(client, application.id, settings.installations);
+      const prefillSeconds = (performance.now() - started) / 1000;
+      started = performance.now();
+      await client.query('vacuum analyze installations');
+      const vacuumSeconds = (performance.now() - started) / 1000;
+      process.stdout.write(
+        `prefill: ${integer(settings.installations)} installations in ${fixed(prefillSeconds, 1)} s (generate_series, indexes in place), vacuum analyze ${fixed(vacuumSeconds, 1)} s\n`,
+      );
+
+      const api = await startBenchApi(url, orm, cleanups, 2);
+      const count = async (audience: Audience) => {
+        const at = performance.now();
+        const response = await fetch(`${api}/api/v1/audiences/count`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ audience }),
+        });
+        const body = (await response.json()) as { data?: { installations: number; users: number } };
+        if (response.status !== 200 || !body.data) throw new Error(`count answered ${response.status}: ${JSON.stringify(body)}`);
+        return { ms: performance.now() - at, ...body.data };
+      };
+
+      const figures = [];
+      for (const { name, audience } of audiences) {
+        const cold = await count(audience);
+        const warm = [];
+        for (let run = 0; run < settings.runs; run++) warm.push((await count(audience)).ms);
+        const p50 = percentile(warm, 50);
+        const p95 = percentile(warm, 95);
+        const ok = p95 <= goalMs;
+        process.stdout.write(
+          `${name.padEnd(12)} ${integer(cold.installations).padStart(9)} installations ${integer(cold.users).padStart(9)} users  ` +
+            `cold ${fixed(cold.ms, 0).padStart(5)} ms  warm p50 ${fixed(p50, 0).padStart(5)} ms  p95 ${fixed(p95, 0).padStart(5)} ms  ` +
+            `(goal p95 ≤ ${goalMs} ms) ${ok ? 'ok' : 'MISS'}\n`,
+        );
+        figures.push({ name, audience, installations: cold.installations, users: cold.users, coldMs: cold.ms, warmMs: warm, p50Ms: p50, p95Ms: p95, goalMs, ok });
+      }
+      writeResults('audience-count', {
+        settings,
+        prefill: { installations: settings.installations, seconds: prefillSeconds, vacuumAnalyzeSeconds: vacuumSeconds, how: 'one generate_series insert' },
+        counts: figures,
+      });
+      return 0;
+    },
+    cleanups,
+  );
+}
+
+await main();
