@@ -116,6 +116,15 @@ sdk-build: install
 bench-fanout: install build
 	node bench/fanout.ts $(BENCH_ARGS)
 
+# The broadcast benchmark (bench/broadcast.ts): 1 million installations prefilled, then the audience
+# count for three filters, an `all: true` broadcast end to end against the fanout's ceiling (a*), with
+# a probe `user_ids` send every 500 ms and every Herald process's RSS sampled every 250 ms, retention
+# deleting its million deliveries while sends go on, a worker killed with SIGKILL mid-walk, and a
+# walk cancelled mid-way; on a fresh database on DATABASE_URL's server, dropped at the end.
+.PHONY: bench-broadcast
+bench-broadcast: install build
+	node bench/broadcast.ts
+
 # The fanout's statements one at a time (bench/statements.ts): Postgres' CPU and the client's per
 # delivery for each statement of a bench-fanout-sized fanout and its deliver batches, in transactions
 # rolled back, on a fresh database on DATABASE_URL's server (which must run on this machine), dropped

@@ -90,9 +90,11 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
     });
     if (ids.length === 0) break;
     reading = ids.length >= reading ? reading * 2 : Math.max(ids.length * 2, 16);
+    let after: string | null = null;
     for (;;) {
       if (!inTime()) return removed;
-      const gone = await timed('deliveries', () => deleteDeliveriesOf(em, ids, options.batchSize), (result) => result.deliveries);
+      const gone = await timed('deliveries', () => deleteDeliveriesOf(em, ids, options.batchSize, after), (result) => result.deliveries);
+      after = gone.last;
       removed.deliveries += gone.deliveries;
       removed.events += gone.events;
       // A finished notification gets no new deliveries: fewer than a batch means none are left.

@@ -36,6 +36,8 @@ export function trackJobRuns(options: {
   gate: LaneGate;
   /** The queues whose jobs run in lanes; the others' run at once. */
   laneQueues: ReadonlySet<string>;
+  /** Those of them that are the campaign lane's (broadcasts), which waits behind the others. */
+  campaignQueues?: ReadonlySet<string>;
   outage?: OutageWatch;
   logger: Logger;
 }): JobRuns {
@@ -81,7 +83,8 @@ export function trackJobRuns(options: {
         try {
           await lease(ids, queue);
           const data = jobs.map((job) => job.data);
-          await (options.laneQueues.has(queue) ? runInLane(gate, jobs, (turn) => run(data, turn)) : run(data, noWait));
+          const lane = options.campaignQueues?.has(queue) ? 'campaign' : 'transactional';
+          await (options.laneQueues.has(queue) ? runInLane(gate, jobs, (turn) => run(data, turn), lane) : run(data, noWait));
         } catch (error) {
           reportFailure(queue, jobs, error);
           throw error;

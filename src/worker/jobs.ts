@@ -1,6 +1,7 @@
 // The two jobs behind a send. Fanout: resolve the target users' installations, write one delivery
-// row each and queue deliver batches, all in one transaction. Deliver: push a batch, record the
-// outcomes, retry the transient ones later, and close the notification when nothing is pending.
+// row each and queue deliver batches, all in one transaction (a send to an audience is handed to
+// its walk instead: broadcasts.ts). Deliver: push a batch, record the outcomes, retry the transient
+// ones later, and close the notification when nothing is pending.
 import { performance } from 'node:perf_hooks';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
@@ -55,6 +56,7 @@ import {
   notificationProgress,
   recipientCounts,
   startProcessing,
+  type FannedNotification,
   type FinishedNotification,
   unfinishedCancels,
 } from '../db/sql/notifications.ts';
@@ -67,7 +69,12 @@ export type DeliverJob = {
   applicationId: string;
   platform: 'ios' | 'android';
   deliveryIds: string[];
+  /** Pushes of a broadcast: in the campaign lane's queue (queues.campaignDeliver), and so are their retries. */
+  campaign?: boolean;
 };
+
+/** The queue a deliver job and its retries wait in: the campaign lane's for a broadcast's pushes. */
+export const deliverQueueOf = (job: Pick<DeliverJob, 'campaign'>): string => (job.campaign ? queues.campaignDeliver : queues.deliver);
 
 export type JobContext = {
   boss: PgBoss;
@@ -148,10 +155,15 @@ const recipientsPerTransaction = 1_000;
 async function fanOutTogether(em: EntityManager, context: JobContext, jobs: FanoutJob[]): Promise<void> {
   const fanned = await em.fork().transactional(async (tx) => {
     // Everything below commits together: a re-run after a crash either sees it all or redoes it all.
-    const notifications = await startProcessing(tx, jobs.map((job) => job.notificationId));
-    const started = notifications.map((notification) => notification.id);
+    const starting = await startProcessing(tx, jobs.map((job) => job.notificationId));
+    const started = starting.map((notification) => notification.id);
+    // A send to an audience is not fanned out here: its walk is queued in the campaign lane
+    // (worker/broadcasts.ts), committed with its start.
+    const broadcasts = starting.filter((notification) => notification.audience);
+    const notifications = starting.filter((notification) => !notification.audience);
+    if (broadcasts.length > 0) await queueWalks(context.boss, tx, broadcasts);
     const localized = notifications.some((notification) => Object.keys(notification.localizations ?? {}).length > 0);
-    const candidates = started.length === 0 ? [] : await targetInstallations(tx, started, localized);
+    const candidates = notifications.length === 0 ? [] : await targetInstallations(tx, notifications.map((notification) => notification.id), localized);
     const candidatesOf = Map.groupBy(candidates, (candidate) => candidate.notificationId);
     const fanouts = notifications.map((notification) => ({
       notification,
@@ -175,9 +187,10 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
     }));
     if (deliverJobs.length > 0) await context.boss.insert(queues.deliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
     const notStarted = jobs.filter((job) => !started.includes(job.notificationId));
-    return { skips: fanouts.map((fanout) => fanout.skips), finished, notStarted };
+    return { skips: fanouts.map((fanout) => fanout.skips), walks: broadcasts.length, finished, notStarted };
   });
   // Counted once committed: a fanout that rolled back did none of it.
+  for (let i = 0; i < fanned.walks; i += 1) notificationMoved('processing');
   for (const skips of fanned.skips) {
     notificationMoved('processing');
     for (const [platform, counts] of skips) deliveriesEnded(platform, counts);
@@ -187,6 +200,15 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
   const db = em.fork();
   const unfinished = await unfinishedCancels(db, fanned.notStarted.map((job) => job.notificationId));
   for (const job of fanned.notStarted.filter((job) => unfinished.includes(job.notificationId))) await endCancelled(db, context, job);
+}
+
+/** Queues the walks of broadcasts that have just started, in the caller's transaction. */
+async function queueWalks(boss: PgBoss, tx: EntityManager, broadcasts: FannedNotification[]): Promise<void> {
+  const walks = broadcasts.map(({ id, applicationId }) => ({
+    data: { notificationId: id, applicationId } satisfies FanoutJob,
+    ...placement(applicationId, 0),
+  }));
+  await boss.insert(queues.broadcast, walks, { db: fromKysely(tx.getKysely()) });
 }
 
 /** What a fanout that failed for good leaves: a failed notification, not a queued one forever. */
@@ -227,7 +249,7 @@ async function completeAndAnnounce(
  * of fanouts put together), push them a chunk at a time, record each chunk, and end the
  * notifications that have nothing pending any more.
  */
-export async function runDeliver(em: EntityManager, context: JobContext, job: DeliverJob): Promise<void> {
+export async function runDeliver(em: EntityManager, context: JobContext, job: DeliverJob, turn: () => Promise<void> = noWait): Promise<void> {
   const db = em.fork();
   const provider = providerOf[job.platform];
   const batch = await readBatch(db, { ...job, provider });
@@ -249,7 +271,7 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
   const health: CredentialMarks = { healthy: !batch.credential?.marked };
   const { cancelled, accepted } =
     client && client !== 'unopenable'
-      ? await sendAndRecord(db, context, job, notifications, client, health, sendable, !countAtClaim)
+      ? await sendAndRecord(db, context, job, notifications, client, health, sendable, !countAtClaim, turn)
       : { cancelled: new Set<string>(), accepted: 0 };
   for (const notificationId of cancelled) await endCancelled(db, context, { notificationId, applicationId: job.applicationId });
   await completeIfDone(db, context, job.applicationId, [...notifications.keys()].filter((id) => !cancelled.has(id)));
@@ -264,11 +286,12 @@ export async function runDeliver(em: EntityManager, context: JobContext, job: De
  * an outage their backoff may be minutes long, and once the provider answers again they are made
  * due at once (pg-boss `update`), instead of each waiting out its step.
  */
-const waitingRetriesKey = (job: Pick<DeliverJob, 'applicationId' | 'platform'>) => `retry:${job.applicationId}:${job.platform}`;
+const waitingRetriesKey = (job: Pick<DeliverJob, 'applicationId' | 'platform' | 'campaign'>) =>
+  `retry:${job.applicationId}:${job.platform}${job.campaign ? ':campaign' : ''}`;
 
 async function resumeWaitingRetries(context: JobContext, job: DeliverJob): Promise<void> {
   context.waitingRetries.delete(waitingRetriesKey(job));
-  const { updated } = await context.boss.update(queues.deliver, undefined, { singletonKey: waitingRetriesKey(job), match: 'all', startAfter: 0 });
+  const { updated } = await context.boss.update(deliverQueueOf(job), undefined, { singletonKey: waitingRetriesKey(job), match: 'all', startAfter: 0 });
   if (updated > 0) context.logger.info({ applicationId: job.applicationId, platform: job.platform, jobs: updated }, 'provider answers again: waiting retries resumed');
 }
 
@@ -304,6 +327,7 @@ async function sendAndRecord(
   health: CredentialMarks,
   sendable: SendableDelivery[],
   countAttempt: boolean,
+  turn: () => Promise<void>,
 ): Promise<{ cancelled: Set<string>; accepted: number }> {
   const contentOf = fittedContents();
   // Outcomes are recorded a chunk at a time, each before the next chunk is sent: a crash or a
@@ -313,7 +337,9 @@ async function sendAndRecord(
   // ends its deliveries left pending.
   const cancelled = new Set<string>();
   let accepted = 0;
-  for (const part of chunk(sendable, context.recordEvery)) {
+  for (const [index, part] of chunk(sendable, context.recordEvery).entries()) {
+    // A broadcast's batch gives way between its chunks while a send's job runs here (lane-gate.ts).
+    if (index > 0) await turn();
     const pushed = await db.transactional(async (tx) => {
       const found = await holdUncancelled(tx, [...new Set(part.map((delivery) => delivery.notificationId))]);
       const live = part.filter((delivery) => !found.has(delivery.notificationId) && !cancelled.has(delivery.notificationId));
@@ -336,7 +362,7 @@ async function sendAndRecord(
 }
 
 /** A job that found its notification cancelled finishes the cancel, in case the cancel itself was cut short. */
-async function endCancelled(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, job: FanoutJob): Promise<void> {
+export async function endCancelled(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, job: FanoutJob): Promise<void> {
   reportCancellation(context.logger, await finishCancellation(em, context.webhooks, job.applicationId, job.notificationId));
 }
 
@@ -436,8 +462,8 @@ async function recordIn(tx: EntityManager, context: JobContext, job: DeliverJob,
     context.waitingRetries.add(waitingRetriesKey(job));
     if (attempt.countAttempt) await countAttempts(tx, attempt.retry);
     await context.boss.send(
-      queues.deliver,
-      { applicationId: job.applicationId, platform: job.platform, deliveryIds: attempt.retry } satisfies DeliverJob,
+      deliverQueueOf(job),
+      { applicationId: job.applicationId, platform: job.platform, deliveryIds: attempt.retry, ...(job.campaign ? { campaign: true } : {}) } satisfies DeliverJob,
       {
         startAfter: attempt.retryAfter,
         singletonKey: waitingRetriesKey(job),
@@ -474,7 +500,7 @@ export async function failDeliver(em: EntityManager, context: Pick<JobContext, '
  * no-op. So a notification's `delivery.failed` webhooks are all stored before its
  * `notification.completed`.
  */
-async function completeIfDone(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, applicationId: string, notificationIds: string[]): Promise<void> {
+export async function completeIfDone(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, applicationId: string, notificationIds: string[]): Promise<void> {
   if (notificationIds.length === 0) return;
   const endings = [...(await notificationProgress(em, notificationIds))]
     .filter(([, progress]) => progress.pending === 0)

@@ -15,6 +15,10 @@ export const queues = {
   /** Fanouts of scheduled sends: deferred to their send_at, taken in batches (workers.ts). */
   scheduledFanout: 'fanout_scheduled',
   deliver: 'deliver',
+  /** The campaign lane (worker/broadcasts.ts): broadcasts' walks, a slice of a walk a job. */
+  broadcast: 'broadcast',
+  /** The campaign lane's pushes: a broadcast's deliver jobs and their retries, apart from transactional sends'. */
+  campaignDeliver: 'deliver_campaign',
   fanoutFailed: 'fanout_failed',
   deliverFailed: 'deliver_failed',
   webhook: 'webhook',
@@ -89,18 +93,23 @@ export async function startBoss(
   };
   await ensureQueue(queues.fanout, fanoutQueue);
   await ensureQueue(queues.scheduledFanout, fanoutQueue);
+  // A walk job runs a slice of a broadcast (seconds) and queues the next; a failed one resumes at
+  // the walk's checkpoint. Out of retries, the notification fails like a fanout that did.
+  await ensureQueue(queues.broadcast, fanoutQueue);
   // Pushes have their own retry schedule (jobs.ts): a deliver job's retry only covers a crash or an
   // outage that cut it short, so it comes a second later and never backs off (backing off left
   // what an outage interrupted waiting up to 16 s after the database was back). Twenty failures
   // in a row are a bug, for the dead letters.
-  await ensureQueue(queues.deliver, {
+  const deliverQueue = {
     ...supervised,
     retryDelay: 1,
     retryBackoff: false,
     retryLimit: 20,
     deadLetter: queues.deliverFailed,
     expireInSeconds: 120,
-  });
+  };
+  await ensureQueue(queues.deliver, deliverQueue);
+  await ensureQueue(queues.campaignDeliver, deliverQueue);
   // Webhook requests have their own schedule too (worker/webhooks.ts): a job's retry covers a crash
   // or an outage. A job sends up to 100 requests, ten at a time, each within its timeout (at most
   // 60 s): it may run for minutes before pg-boss counts it as lost.

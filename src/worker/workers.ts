@@ -13,6 +13,7 @@ import type { Logger } from '../logging/logger.ts';
 import type { ProviderClients } from './clients.ts';
 import { trackJobRuns, type JobRuns } from './job-runs.ts';
 import { failDeliver, failFanout, runDeliver, runFanouts, type DeliverJob, type JobContext } from './jobs.ts';
+import { runBroadcast } from './broadcasts.ts';
 import { highPriority } from '../domain/fanout.ts';
 import type { FanoutJob } from '../domain/notifications.ts';
 import { queues } from './queue.ts';
@@ -116,6 +117,8 @@ function registrations(options: WorkerOptions, context: JobContext, webhookConte
       return runFanouts(orm.em, context, jobs, turn);
     });
   const deliver = runs.handler<DeliverJob>(queues.deliver, ([data]) => runDeliver(orm.em, context, data));
+  const walk = runs.handler<FanoutJob>(queues.broadcast, ([data], turn) => runBroadcast(orm.em, context, data, turn));
+  const campaignDeliver = runs.handler<DeliverJob>(queues.campaignDeliver, ([data], turn) => runDeliver(orm.em, context, data, turn));
   const webhook = runs.handler<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data));
   const failedForGood =
     <T>(message: string, said: (data: T) => object, end: (data: T) => Promise<void>) =>
@@ -135,6 +138,13 @@ function registrations(options: WorkerOptions, context: JobContext, webhookConte
     // limits count jobs, and a batch larger than the limit would be handed back but for its share.
     worker(queues.scheduledFanout, { ...polling, localConcurrency: 2, batchSize: fanoutBatch }, fanoutBatches(queues.scheduledFanout)),
     worker(queues.deliver, { ...polling, ...fairShare(options.concurrency) }, deliver),
+    // The campaign lane (worker/broadcasts.ts): broadcasts' walks and pushes in queues of their
+    // own, so that a broadcast's backlog never stands before a send's jobs, with their own workers
+    // (which wait at their turns while a send's job runs here: lane-gate.ts). Fair per application
+    // as the others: one walk of an application at a time per process, the other worker for
+    // another application's; its pushes at most `concurrency` jobs, one worker more for another's.
+    worker(queues.broadcast, { ...polling, ...fairShare(1) }, walk),
+    worker(queues.campaignDeliver, { ...polling, ...fairShare(options.concurrency) }, campaignDeliver),
     // The high-priority lane's own worker per queue: priority orders what waits, but a high-priority
     // job would still wait for a busy worker to finish its batch (up to seconds under a fanout).
     // This one takes only lane jobs, so one starts as soon as it is queued.
@@ -188,8 +198,9 @@ export async function startWorkers(options: WorkerOptions): Promise<Workers> {
   const leases = await startLeases({ url, boss, queueSchema: options.queueSchema, logger, bounds: options.bounds });
   // Fanout and deliver jobs run in lanes (lane-gate.ts): normal ones wait at their start while a
   // high-priority one runs in this process. Webhook jobs are outside them.
-  const laneQueues = new Set<string>([queues.fanout, queues.scheduledFanout, queues.deliver]);
-  const runs = trackJobRuns({ boss, leases, gate: new LaneGate(), laneQueues, outage: options.outage, logger });
+  const campaignQueues = new Set<string>([queues.broadcast, queues.campaignDeliver]);
+  const laneQueues = new Set<string>([queues.fanout, queues.scheduledFanout, queues.deliver, ...campaignQueues]);
+  const runs = trackJobRuns({ boss, leases, gate: new LaneGate(), laneQueues, campaignQueues, outage: options.outage, logger });
   const workers = registrations(options, context, { ...options.webhooks, boss, logger }, runs);
   const register = async () => {
     for (const registration of workers) await registration.work(boss);

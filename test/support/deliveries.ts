@@ -143,6 +143,7 @@ export type DeliveryCounts = {
  * A notification's deliveries counted from the rows, by state and by first event: what the
  * counters on the notification (kept by insertDeliveries, recordResults and reportEvent) must
  * always equal; tests and benchmarks check them with it. Notifications without deliveries are absent.
+ * `users`: distinct users, an installation without a user (only a broadcast reaches those) counting as one.
  */
 export async function deliveryCounts(db: Db, notificationIds: string[]): Promise<DeliveryCounts[]> {
   if (notificationIds.length === 0) return [];
@@ -150,7 +151,7 @@ export async function deliveryCounts(db: Db, notificationIds: string[]): Promise
     db,
     sql<DeliveryCounts>`
       select notification_id as "notificationId",
-             count(distinct user_id)::int as users,
+             (count(distinct user_id) + count(*) filter (where user_id is null))::int as users,
              count(*)::int as installations,
              (count(*) filter (where state = 'pending'))::int as pending,
              (count(*) filter (where state = 'accepted'))::int as accepted,

@@ -70,8 +70,14 @@ type TextColumn = { [K in keyof NewDelivery]: NewDelivery[K] extends string | nu
  * nothing twice. A user counts once per notification: only when none of their deliveries existed
  * before the statement (which sees the rows as they were when it began, not those it inserts).
  * The fanout calls it once per batch of notifications; tests call it a row at a time.
+ *
+ * `walk`: a batch of a broadcast's walk (db/sql/broadcasts.ts), which may come after hundreds of
+ * thousands of the notification's deliveries: its users are probed one by one in the
+ * (application_id, user_id, id) index (a user's own deliveries) instead of reading all the
+ * notification's earlier ones, and an installation without a user counts as one, as `target_users`
+ * counts it.
  */
-export async function insertDeliveries(db: Db, deliveries: NewDelivery[]): Promise<void> {
+export async function insertDeliveries(db: Db, deliveries: NewDelivery[], options: { walk?: boolean } = {}): Promise<void> {
   if (deliveries.length === 0) return;
   const column = (key: TextColumn) => arrayLiteral(deliveries.map((d) => d[key]));
   const truncations = arrayLiteral(deliveries.map((d) => (d.truncation === null ? null : JSON.stringify(d.truncation))));
@@ -94,26 +100,42 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[]): Promi
             as d(id, application_id, notification_id, installation_id, client_installation_id, user_id, platform, state,
                  reason, locale, truncation)
         on conflict (notification_id, installation_id) do nothing
-        returning notification_id, user_id, state
+        returning application_id, notification_id, user_id, state
       )
       update notifications n
          set users_count = n.users_count + c.users, installations_count = n.installations_count + c.installations,
              skipped_count = n.skipped_count + c.skipped
-        -- NOT IN, not a NOT EXISTS per row: the notifications' earlier users are read once into a
-        -- hash. Probing the deliveries index once per inserted row visited every row this statement
-        -- inserted each time (their index entries are there, only invisible): O(n²), ~150 ms a fanout.
-        from (select i.notification_id,
-                     count(distinct i.user_id) filter (
-                       where (i.notification_id, i.user_id) not in (
-                         select e.notification_id, e.user_id from deliveries e
-                          where e.notification_id = any(${notificationIds}::uuid[]) and e.user_id is not null)
-                     ) as users,
+        from (select i.notification_id, ${options.walk ? walkUsers : users(notificationIds)} as users,
                      count(*) as installations, count(*) filter (where i.state = 'skipped') as skipped
                 from inserted i
                group by i.notification_id) c
        where n.id = c.notification_id`,
   );
 }
+
+/**
+ * Users of a fanout's insert met for the first time in the notification (see insertDeliveries).
+ * NOT IN, not a NOT EXISTS per row: the notifications' earlier users are read once into a hash.
+ * Probing the (notification_id, …) index once per inserted row visited every row the statement
+ * inserted each time (their index entries are there, only invisible): O(n²), ~150 ms a fanout.
+ */
+const users = (notificationIds: string) => sql`
+  count(distinct i.user_id) filter (
+    where (i.notification_id, i.user_id) not in (
+      select e.notification_id, e.user_id from deliveries e
+       where e.notification_id = any(${notificationIds}::uuid[]) and e.user_id is not null)
+  )`;
+
+/**
+ * The same for a batch of a broadcast's walk: a probe of each user's deliveries in the application
+ * (the statement does not see the rows it inserts, so only earlier batches' count), and each
+ * installation without a user.
+ */
+const walkUsers = sql`
+  count(distinct i.user_id) filter (
+    where i.user_id is not null and not exists (
+      select 1 from deliveries e where e.application_id = i.application_id and e.user_id = i.user_id and e.notification_id = i.notification_id)
+  ) + count(*) filter (where i.user_id is null)`;
 
 export type ClaimedDelivery = {
   deliveryId: string;

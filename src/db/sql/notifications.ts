@@ -168,6 +168,8 @@ export type FannedNotification = Pick<NotificationRow, 'id' | 'title' | 'body' |
   applicationId: string;
   /** The providers its application has credentials for, as the fanout's transaction sees them. */
   credentialProviders: string[];
+  /** Set for a send to an audience or a segment: its fanout is a broadcast's walk (worker/broadcasts.ts). */
+  audience?: Audience | null;
 };
 
 /**
@@ -181,7 +183,7 @@ export async function startProcessing(db: Db, notificationIds: string[]): Promis
       update notifications n set status = 'processing', processing_started_at = now()
        where id = any(${arrayLiteral(notificationIds)}::uuid[]) and status = 'queued'
       returning id, application_id as "applicationId", title, body, image_url as "imageUrl", action_url as "actionUrl",
-                localizations, data, options,
+                localizations, data, options, audience,
                 array(select c.provider from provider_credentials c where c.application_id = n.application_id) as "credentialProviders"`,
   );
 }
@@ -297,12 +299,16 @@ export async function unfinishedCancels(db: Db, notificationIds: string[]): Prom
 
 export type Progress = { pending: number; accepted: number; failed: number };
 
-/** Whether a notification has deliveries left to push, from its counters. */
+/**
+ * Whether a notification has deliveries left to push, from its counters; a broadcast whose walk has
+ * not ended counts one more, so that it stays `processing` while deliveries are still to be written.
+ */
 export async function notificationProgress(db: Db, notificationIds: string[]): Promise<Map<string, Progress>> {
   const found = await rows(
     db,
     sql<Progress & { id: string }>`
-      select id, installations_count - accepted_count - failed_count - skipped_count as pending,
+      select id, installations_count - accepted_count - failed_count - skipped_count
+                 + case when audience is not null and walk_ended_at is null then 1 else 0 end as pending,
              accepted_count as accepted, failed_count as failed
         from notifications where id = any(${arrayLiteral(notificationIds)}::uuid[])`,
   );

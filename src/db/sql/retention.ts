@@ -5,17 +5,20 @@ import { type Db, rows } from './execute.ts';
 
 /**
  * The notifications that ended longest ago, before the horizon (at most `reading`), as many as make
- * about a batch of deliveries: a notification has about one delivery per target user's
- * installation, so they are taken until their target users add up to a batch (at least one). The
- * deliveries of one pick then take a few statements, none of which walks back over the index
- * entries of many notifications already emptied. The completed_at index gives them in order.
+ * about a batch of deliveries: each weighs its deliveries (its `installations` counter; its target
+ * users before its fanout wrote any), so they are taken until those add up to a batch (at least
+ * one). The deliveries of one pick then take a few statements, none of which walks back over the
+ * index entries of many notifications already emptied; a notification of more than a batch (a
+ * broadcast's million) is a pick of its own, deleted in id order (deleteDeliveriesOf). The
+ * completed_at index gives them in order.
  */
 export async function pickExpired(db: Db, options: { retentionDays: number; batchSize: number; reading: number }): Promise<string[]> {
   const picked = await rows(
     db,
     sql<{ id: string }>`
       select id from (
-        select id, sum(cardinality(user_ids)) over (order by completed_at rows unbounded preceding) - cardinality(user_ids) as before
+        select id, sum(greatest(cardinality(user_ids), installations_count)) over (order by completed_at rows unbounded preceding)
+                   - greatest(cardinality(user_ids), installations_count) as before
           from notifications
          where completed_at < now() - make_interval(days => ${options.retentionDays})
          order by completed_at
@@ -29,20 +32,33 @@ export async function pickExpired(db: Db, options: { retentionDays: number; batc
 /**
  * Up to a batch of these notifications' deliveries, with their events (their foreign key cascades
  * too, but this way they are deleted as a set and counted). The ids are passed on as one array so
- * that both deletes probe their index, whatever the planner guesses of a CTE's size.
+ * that both deletes probe their index, whatever the planner guesses of a CTE's size. One
+ * notification (a pick of its own: more than a batch) is deleted in id order after `after`, the
+ * last id the previous statement deleted: a scan from its start would step over the index entries
+ * of every row deleted before (dead until vacuum), longer each statement through a million.
  */
-export async function deleteDeliveriesOf(db: Db, notificationIds: string[], batchSize: number): Promise<{ deliveries: number; events: number }> {
+export async function deleteDeliveriesOf(
+  db: Db,
+  notificationIds: string[],
+  batchSize: number,
+  after: string | null = null,
+): Promise<{ deliveries: number; events: number; last: string | null }> {
+  const doomed =
+    notificationIds.length === 1
+      ? sql`select id from deliveries where notification_id = ${notificationIds[0]} ${after === null ? sql`` : sql`and id > ${after}`} order by id limit ${batchSize}`
+      : sql`select id from deliveries where notification_id = any(${arrayLiteral(notificationIds)}::uuid[]) limit ${batchSize}`;
   const [counts] = await rows(
     db,
-    sql<{ deliveries: number; events: number }>`
+    sql<{ deliveries: number; events: number; last: string | null }>`
       with doomed as (
-        select array(select id from deliveries where notification_id = any(${arrayLiteral(notificationIds)}::uuid[]) limit ${batchSize}) as ids
+        select array(${doomed}) as ids
       ), events as (
         delete from delivery_events where delivery_id = any((select ids from doomed)::uuid[]) returning 1
       ), gone as (
         delete from deliveries where id = any((select ids from doomed)::uuid[]) returning 1
       )
-      select (select count(*) from gone)::int as deliveries, (select count(*) from events)::int as events`,
+      select (select count(*) from gone)::int as deliveries, (select count(*) from events)::int as events,
+             (select id::text from unnest((select ids from doomed)::uuid[]) as id order by id desc limit 1) as last`,
   );
   return counts;
 }

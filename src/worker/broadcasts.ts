@@ -1,0 +1,145 @@
+// A broadcast: the fanout of a send to an audience, streamed. Its walk reads the matching
+// installations in provider identifier order, a batch at a time; each batch's deliveries, its
+// deliver jobs and the checkpoint (the last identifier walked) commit together, so pushes start
+// with the first batch, nothing is held in memory but one batch, and a walk cut short (kill -9, a
+// lost connection) resumes at its checkpoint, re-walking at most the batch that did not commit
+// (which the (notification, installation) uniqueness keeps from being recorded twice).
+// A walk job runs a slice of the walk and queues the next one: the campaign lane's workers go
+// round the applications' broadcasts instead of one walk holding a worker for minutes.
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { fromKysely } from 'pg-boss';
+import { countAudience } from '../db/sql/audiences.ts';
+import { advanceWalk, lockWalkStep, setTargetUsers, walkAudience, walkProgress } from '../db/sql/broadcasts.ts';
+import { insertDeliveries } from '../db/sql/deliveries.ts';
+import { unfinishedCancels } from '../db/sql/notifications.ts';
+import { deliverBatches, fanOut } from '../domain/delivery-rules.ts';
+import type { FanoutJob } from '../domain/notifications.ts';
+import { deliveriesEnded } from '../observability/metrics.ts';
+import { completeIfDone, endCancelled, type DeliverJob, type JobContext } from './jobs.ts';
+import { noWait } from './lane-gate.ts';
+import { placement, queues } from './queue.ts';
+import { jobPriority } from '../domain/fanout.ts';
+
+/**
+ * How a walk goes: installations per batch (one transaction each), how long one job walks before
+ * it queues the next slice, and how many of the broadcast's deliveries may wait to be pushed before
+ * the walk waits for them.
+ */
+export type WalkSettings = { batch: number; sliceMs: number; window: number };
+
+/**
+ * A batch a transaction: its deliveries are a few deliver jobs, and a cancel waits on its row lock
+ * for at most one batch. The window: pushes of a few seconds at the providers' pace, enough to keep
+ * every campaign deliver worker busy; beyond it the walk waits, so a broadcast's pending deliveries
+ * (what a cancel must skip in one statement, what a deliver queue holds) stay bounded whatever its
+ * audience, and the walk never runs far ahead of what the providers take.
+ */
+export const walkSettings: WalkSettings = { batch: 1_000, sliceMs: 15_000, window: 20_000 };
+
+/** How often a walk held by its window looks at its progress again. */
+const windowPollMs = 50;
+
+export async function runBroadcast(
+  em: EntityManager,
+  context: JobContext,
+  job: FanoutJob,
+  turn: () => Promise<void> = noWait,
+  settings: WalkSettings = walkSettings,
+): Promise<void> {
+  const started = performance.now();
+  const db = em.fork();
+  const id = job.notificationId;
+  let walkedHere = 0;
+  let ended = false;
+  let counted = false;
+  for (;;) {
+    const room = await roomToWalk(db, id, settings, started);
+    if (room === 'stopped') break;
+    if (room === 'slice over') {
+      await queueNextSlice(context, job);
+      context.logger.info({ notificationId: id, walked: walkedHere }, 'broadcast walk slice ended; next slice queued');
+      return;
+    }
+    await turn();
+    const batch = await em.fork().transactional(async (tx) => {
+      const step = await lockWalkStep(tx, id);
+      if (!step?.audience) return null;
+      if (walkedHere === 0) {
+        if (step.walked === 0 && step.walkAfter === null) context.logger.info({ notificationId: id }, 'broadcast walk started');
+        else context.logger.info({ notificationId: id, walked: step.walked }, 'broadcast walk resumed at its checkpoint');
+      }
+      const localized = Object.keys(step.localizations ?? {}).length > 0;
+      const walked = await walkAudience(tx, { ...step, withLocale: localized }, settings.batch);
+      const notification = { ...step, id };
+      const fanout = fanOut(notification, walked.candidates);
+      await insertDeliveries(tx, fanout.deliveries, { walk: true });
+      const deliverJobs = deliverBatches([{ notification, deliveries: fanout.deliveries }], context.batchSize).map(({ applicationId, platform, deliveryIds }) => ({
+        data: { applicationId, platform, deliveryIds, campaign: true } satisfies DeliverJob,
+        ...placement(applicationId, jobPriority(step.options)),
+      }));
+      if (deliverJobs.length > 0) await context.boss.insert(queues.campaignDeliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
+      await advanceWalk(tx, id, { last: walked.last, walked: walked.candidates.length, ended: walked.ended });
+      return {
+        walked: walked.candidates.length,
+        ended: walked.ended,
+        skips: fanout.skips,
+        total: step.walked + walked.candidates.length,
+        uncounted: step.targetUsers === 0 ? step.audience : null,
+      };
+    });
+    if (!batch) break;
+    if (batch.uncounted && !counted) {
+      // target_users: the count /audiences/count gives, taken as the walk starts (once: a walk
+      // resumed finds it written). Once its first batch has committed, so that the first pushes
+      // do not wait for a count of the whole audience.
+      counted = true;
+      const { users } = await em.fork().transactional(async (tx) => {
+        const count = await countAudience(tx, job.applicationId, batch.uncounted!);
+        await setTargetUsers(tx, id, count.users);
+        return count;
+      });
+      context.logger.info({ notificationId: id, targetUsers: users }, 'broadcast audience counted');
+    }
+    walkedHere += batch.walked;
+    for (const [platform, counts] of batch.skips) deliveriesEnded(platform, counts);
+    if (batch.ended) {
+      ended = true;
+      context.logger.info({ notificationId: id, walked: batch.total, walkedByThisJob: walkedHere }, 'broadcast walk ended');
+      break;
+    }
+  }
+  if (ended) {
+    // Its pushes may all have been recorded before the walk ended: then nobody else would end it.
+    await completeIfDone(db, context, job.applicationId, [id]);
+    return;
+  }
+  // Stopped: cancelled (perhaps by a cancel cut short, which this finishes), or ended meanwhile.
+  if ((await unfinishedCancels(db, [id])).length > 0) await endCancelled(db, context, job);
+}
+
+/**
+ * Whether the walk may write its next batch: not while the broadcast's pending deliveries fill its
+ * window (it waits for the pushes), 'stopped' once the notification is not processing any more, and
+ * 'slice over' when this job has walked its time.
+ */
+async function roomToWalk(db: EntityManager, id: string, settings: WalkSettings, started: number): Promise<'walk' | 'stopped' | 'slice over'> {
+  for (;;) {
+    const progress = await walkProgress(db, id);
+    if (!progress || progress.status !== 'processing') return 'stopped';
+    if (performance.now() - started > settings.sliceMs) return 'slice over';
+    if (progress.pending < settings.window) return 'walk';
+    await sleep(windowPollMs);
+  }
+}
+
+/**
+ * The walk's next slice, queued once this one has committed its last batch. Should this process
+ * die before its job is marked done, pg-boss runs the job again and two slices walk: they take
+ * the notification's row in turn for each batch and read the checkpoint under it, so neither walks
+ * what the other did.
+ */
+async function queueNextSlice(context: JobContext, job: FanoutJob): Promise<void> {
+  await context.boss.send(queues.broadcast, job satisfies FanoutJob, placement(job.applicationId, 0));
+}
