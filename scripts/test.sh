@@ -2,8 +2,8 @@
 # make test: the whole suite as CI runs it (.ci/run). install, codegen-check and the builds first,
 # stopping at the first failure (no test runs then; the fuzzer's environment and Chromium install
 # alongside them); then jest (make unit) and schemathesis (make fuzz-ci) side by side, each whatever
-# the other did, with lint and typecheck beside them at a lower CPU priority. The last line of the
-# output is `N passed, M failed`, every jest test and schemathesis test case that ran
+# the other did, the fuzz at a lower CPU priority and lint and typecheck at a lower one still. The
+# last line of the output is `N passed, M failed`, every jest test and schemathesis test case that ran
 # (scripts/test-summary.mjs), a failed lint or typecheck counting as one failed. Exits non-zero
 # when a step failed or a test failed.
 set -uo pipefail
@@ -47,8 +47,9 @@ if "$make" --no-print-directory install \
   # A failed install is shown here; make fuzz-ci then tries it again, and says why it failed.
   wait "$fuzz_env_pid" || cat "$fuzz_env_log"
   # The fuzz runs beside jest: its own server and database, and mostly one core, which jest alone
-  # leaves idle for much of its run. Its output is kept and shown once jest is done.
-  "$make" --no-print-directory fuzz-ci >"$fuzz_log" 2>&1 &
+  # leaves idle for much of its run. At a lower CPU priority (above lint's): the tests that time a
+  # recovery in seconds get the cores first. Its output is kept and shown once jest is done.
+  nice -n 10 "$make" --no-print-directory fuzz-ci >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
   "$make" --no-print-directory unit
   jest_exit=$?

@@ -76,6 +76,7 @@ describe('what is listed', () => {
       permission_updated_at: expect.any(String),
       invalidated_at: null,
       invalid_reason: null,
+      tags: {},
     });
     expect(JSON.stringify(res.body)).not.toContain('token-fields-phone');
   });
