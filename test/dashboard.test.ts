@@ -395,7 +395,10 @@ test('a database cut mid-session shows a banner over the last data, and the page
   } finally {
     // Closed first: a page left open would go on calling a server that is gone.
     await page.close();
-    await new Promise((resolve) => served.server.close(resolve));
+    // A request the browser left open across the cut would hold close() until it ends.
+    const closed = new Promise((resolve) => served.server.close(resolve));
+    served.server.closeAllConnections();
+    await closed;
     await harness.close();
     await proxy.close();
   }
