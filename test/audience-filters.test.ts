@@ -2,10 +2,10 @@
 // subtags, recent activity, `all`, their combinations, the eligibility rules of a visible push,
 // shared identifiers counted once, users counted distinct, and another application's installations
 // never matched.
-import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { audienceCondition, countAudience } from '../src/db/sql/audiences.ts';
 import { rows } from '../src/db/sql/execute.ts';
+import { upsertInstallation, type InstallationReplacement } from '../src/db/sql/installations.ts';
 import type { Audience } from '../src/domain/audiences.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
@@ -25,19 +25,26 @@ type Row = {
   identifier?: string;
 };
 
+/** Registers the installation as a PUT does (upsertInstallation, which marks shared identifiers), seen `lastSeenDaysAgo` ago. */
 async function insert(application: string, row: Row) {
   const lastSeen = new Date(Date.now() - (row.lastSeenDaysAgo ?? 0) * 86_400_000);
-  await harness.orm.em.fork().execute(
-    `insert into installations (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id,
-                                device, tags, registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?, ?)`,
-    [
-      randomUUID(), application, row.name, row.platform ?? 'android', row.identifier ?? `token-${row.name}`, row.status ?? 'active',
-      row.permission ?? 'authorized', row.userId === undefined ? `user-${row.name}` : row.userId,
-      JSON.stringify({ app_version: null, os_version: null, model: null, locale: row.locale ?? null, timezone: null }),
-      JSON.stringify(row.tags ?? {}), lastSeen, lastSeen, lastSeen, lastSeen,
-    ],
+  const db = harness.orm.em.fork();
+  await upsertInstallation(
+    db,
+    { applicationId: application, installationId: row.name },
+    {
+      platform: row.platform ?? 'android',
+      providerIdentifier: row.identifier ?? `token-${row.name}`,
+      permission: (row.permission ?? 'authorized') as InstallationReplacement['permission'],
+      userId: row.userId === undefined ? `user-${row.name}` : row.userId,
+      device: { app_version: null, os_version: null, model: null, locale: row.locale ?? null, timezone: null },
+      tags: row.tags ?? {},
+    },
+    lastSeen,
   );
+  if (row.status === 'invalid') {
+    await db.execute(`update installations set status = 'invalid' where application_id = ? and installation_id = ?`, [application, row.name]);
+  }
 }
 
 const fixtures: Row[] = [
@@ -172,6 +179,24 @@ describe('the count', () => {
     await insert(other, { name: 'old', identifier: 'shared', userId: 'alice', lastSeenDaysAgo: 3 });
     await insert(other, { name: 'new', identifier: 'shared', userId: 'bob', permission: 'denied', lastSeenDaysAgo: 1 });
     expect(await countAudience(harness.orm.em.fork(), other, { all: true })).toEqual({ installations: 1, users: 1 });
+  });
+
+  test('a user whose installations share an identifier and hold one of their own is counted once', async () => {
+    const other = (await harness.newApplication('shared-and-own')).id;
+    await insert(other, { name: 'own', userId: 'erin' });
+    await insert(other, { name: 'shared-1', identifier: 'shared', userId: 'erin', lastSeenDaysAgo: 1 });
+    await insert(other, { name: 'shared-2', identifier: 'shared', userId: 'frank', lastSeenDaysAgo: 2 });
+    expect(await countAudience(harness.orm.em.fork(), other, { all: true })).toEqual({ installations: 2, users: 1 });
+  });
+
+  test('an identifier stays counted once whichever installation registers it first, and after one moves on', async () => {
+    const other = (await harness.newApplication('shared-moves')).id;
+    await insert(other, { name: 'first', identifier: 'token', userId: 'gus', lastSeenDaysAgo: 2 });
+    await insert(other, { name: 'second', identifier: 'token', userId: 'hal', lastSeenDaysAgo: 1 });
+    expect(await countAudience(harness.orm.em.fork(), other, { all: true })).toEqual({ installations: 1, users: 1 });
+    // The first gets a token of its own: two devices again, two users.
+    await insert(other, { name: 'first', identifier: 'fresh-token', userId: 'gus' });
+    expect(await countAudience(harness.orm.em.fork(), other, { all: true })).toEqual({ installations: 2, users: 2 });
   });
 
   test('an audience nobody matches counts zero', async () => {

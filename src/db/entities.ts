@@ -104,6 +104,9 @@ export const InstallationSchema = defineEntity({
     invalidReason: p.text().nullable(),
     // Set by the app's backend (installations:tag); what an audience's tag conditions read.
     tags: p.json<Tags>().default('{}'),
+    // Another installation of the application holds (or held) the same identifier: counted by
+    // identifier in an audience count (db/sql/audiences.ts). Set by registrations, never cleared.
+    identifierShared: p.boolean().default(false),
   },
 });
 export class Installation extends InstallationSchema.class {}

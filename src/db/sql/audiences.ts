@@ -61,46 +61,51 @@ export const eligibleForVisiblePush = sql<boolean>`(i.permission <> 'denied' and
 
 export type AudienceCount = { installations: number; users: number };
 
-/** Memory a count's hash tables may take before they spill to disk (its transaction's setting only). */
-const countWorkMem = '128MB';
+/**
+ * A count's settings, for its transaction only: memory its hash tables may take before they spill
+ * to disk; no JIT (compiling a plan over a million rows costs more than it saves on one run of
+ * it); and parallel workers whenever the plan allows them (the defaults start them only for far
+ * bigger scans, and a count is one statement an operator waits for).
+ */
+const countSettings = { work_mem: '128MB', jit: 'off', parallel_setup_cost: '0', parallel_tuple_cost: '0' };
 
 /**
  * Exactly whom a visible push to the audience would reach now: its active, eligible installations,
  * an identifier shared by several of them counted once, and the distinct users among those (an
- * installation without a user counts as one). Run it in a transaction: its work_mem is set for
+ * installation without a user counts as one). Run it in a transaction: its settings are set for
  * that transaction alone.
  *
- * Hash aggregates, not DISTINCT ON or count(distinct), which sort every matched row (on disk past
- * work_mem). An identifier group of one installation is that installation; for the rare shared
- * identifier, the installation that keeps it is looked up as classify picks it (domain/fanout.ts:
- * the most recently seen), and its user is the one counted.
+ * Two parts. Installations that share no identifier (`identifier_shared` false: nearly all) count
+ * as themselves, grouped by user: with no tag condition, read in user order from the audience index
+ * alone, so distinct users are counted as the scan goes. The few that share one are grouped by
+ * identifier, the installation that keeps it picked as classify picks it (domain/fanout.ts: the
+ * most recently seen), and its user counted unless the first part already counted them.
  */
 export async function countAudience(db: Db, applicationId: string, audience: Audience): Promise<AudienceCount> {
   const matches = sql`i.application_id = ${applicationId} and i.status = 'active' and ${eligibleForVisiblePush} and ${audienceCondition(audience)}`;
-  // JIT compiling a plan over a million rows costs more than it saves on one run of it.
-  await rows(db, sql`select set_config('work_mem', ${countWorkMem}, true), set_config('jit', 'off', true)`);
+  await rows(db, sql`select ${sql.join(Object.entries(countSettings).map(([name, value]) => sql`set_config(${name}, ${value}, true)`))}`);
   const [count] = await rows(
     db,
     sql<AudienceCount>`
-      with devices as (
-        select i.platform, i.provider_identifier, count(*) as installations, min(i.user_id) as user_id
+      with single as (
+        select coalesce(sum(g.installations), 0) as installations,
+               count(*) filter (where g.user_id is not null) + coalesce(sum(g.installations) filter (where g.user_id is null), 0) as users
+          from (select i.user_id, count(*) as installations from installations i
+                 where ${matches} and not i.identifier_shared group by i.user_id) g
+      ), devices as (
+        select distinct on (i.platform, i.provider_identifier) i.user_id
           from installations i
-         where ${matches}
-         group by i.platform, i.provider_identifier
-      ), reached as (
-        select case when d.installations = 1 then d.user_id
-                    else (select i.user_id from installations i
-                           where i.platform = d.platform and i.provider_identifier = d.provider_identifier and ${matches}
-                           order by i.last_seen_at desc, i.id desc limit 1)
-               end as user_id
+         where ${matches} and i.identifier_shared
+         order by i.platform, i.provider_identifier, i.last_seen_at desc, i.id desc
+      ), shared as (
+        select count(*) as installations,
+               count(distinct d.user_id) filter (where d.user_id is not null and not exists (
+                 select from installations i where i.user_id = d.user_id and ${matches} and not i.identifier_shared))
+               + count(*) filter (where d.user_id is null) as users
           from devices d
-      ), users as (
-        -- Installations without a user are one group here (user_id null): each of them counts as a user.
-        select r.user_id, count(*) as installations from reached r group by r.user_id
       )
-      select coalesce(sum(u.installations), 0)::int as installations,
-             (count(*) filter (where u.user_id is not null) + coalesce(sum(u.installations) filter (where u.user_id is null), 0))::int as users
-        from users u`,
+      select (s.installations + h.installations)::int as installations, (s.users + h.users)::int as users
+        from single s, shared h`,
   );
   return count;
 }

@@ -50,6 +50,9 @@ export type InstallationReplacement = Pick<InstallationRow, 'platform' | 'provid
  * a fresh token). Concurrent first registrations meet on the unique key: one creates, the others
  * replace. `created`: no row existed (xmax is 0 on a freshly inserted row version). Tags are
  * replaced only when given: an app re-registers at every launch, and its backend set them.
+ * An identifier another installation of the application holds marks both as sharing it
+ * (`identifier_shared`, which audience counts read). Two installations registering one identifier
+ * at the same instant may each miss the other, until either registers again (at its next launch).
  */
 export async function upsertInstallation(
   db: Db,
@@ -61,13 +64,22 @@ export async function upsertInstallation(
   const [row] = await rows(
     db,
     sql<InstallationRow & { created: boolean }>`
+      with holders as (
+        select o.id, o.identifier_shared from installations o
+         where o.application_id = ${key.applicationId} and o.provider_identifier = ${replacement.providerIdentifier}
+           and o.installation_id <> ${key.installationId}
+      ), flagged as (
+        update installations o set identifier_shared = true from holders h where o.id = h.id and not h.identifier_shared
+      )
       insert into installations as i
         (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
-         registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason, tags)
+         registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason, tags,
+         identifier_shared)
       values (${newId()}, ${key.applicationId}, ${key.installationId}, ${replacement.platform}, ${replacement.providerIdentifier},
               'active', ${replacement.permission}, ${replacement.userId}, ${JSON.stringify(replacement.device)}::jsonb,
-              ${now}, ${now}, ${now}, ${now}, null, null, coalesce(${tags}::jsonb, '{}'))
+              ${now}, ${now}, ${now}, ${now}, null, null, coalesce(${tags}::jsonb, '{}'), exists (select from holders))
       on conflict (application_id, installation_id) do update set
+        identifier_shared = i.identifier_shared or excluded.identifier_shared,
         platform = excluded.platform, provider_identifier = excluded.provider_identifier, permission = excluded.permission,
         user_id = excluded.user_id, device = excluded.device, last_seen_at = excluded.last_seen_at,
         tags = coalesce(${tags}::jsonb, i.tags),
