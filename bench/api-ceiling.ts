@@ -168,13 +168,21 @@ type Body = Record<string, unknown>;
 const bodyOf = (req: Request): Body => (req.body !== null && typeof req.body === 'object' ? (req.body as Body) : {});
 
 // A replace keeps registered_at, moves identifier_updated_at and permission_updated_at only when
-// those values change, and keeps an invalidation unless the identifier changed (domain/installations.ts).
+// those values change, and keeps an invalidation unless the identifier changed (domain/installations.ts);
+// an identifier another installation holds marks both as sharing it (db/sql/installations.ts).
 const upsertInstallation = `
+  with holders as (
+    select o.id, o.identifier_shared from installations o
+     where o.application_id = $2 and o.provider_identifier = $5 and o.installation_id <> $3
+  ), flagged as (
+    update installations o set identifier_shared = true from holders h where o.id = h.id and not h.identifier_shared
+  )
   insert into installations
     (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
-     registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
-  values ($1, $2, $3, $4, $5, 'active', $6, $7, $8, now(), now(), now(), now())
+     registered_at, last_seen_at, identifier_updated_at, permission_updated_at, identifier_shared)
+  values ($1, $2, $3, $4, $5, 'active', $6, $7, $8, now(), now(), now(), now(), exists (select from holders))
   on conflict (application_id, installation_id) do update set
+    identifier_shared = installations.identifier_shared or excluded.identifier_shared,
     platform = excluded.platform,
     provider_identifier = excluded.provider_identifier,
     permission = excluded.permission,

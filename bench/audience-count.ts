@@ -60,7 +60,7 @@ const audiences: { name: string; audience: Audience }[] = [
 export async function prefillInstallations(client: pg.Client, applicationId: string, count: number): Promise<void> {
   await client.query(
     `insert into installations (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id,
-                                device, tags, registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
+                                device, tags, registered_at, last_seen_at, identifier_updated_at, permission_updated_at, identifier_shared)
      select gen_random_uuid(), $1, 'installation-' || n, platform,
             case when platform = 'ios' then md5(t::text) || md5((t + 1)::text)
                  else 'f' || left(md5(t::text), 21) || ':APA91b' || md5((t + 2)::text) || md5((t + 3)::text) || md5((t + 4)::text) end,
@@ -72,7 +72,8 @@ export async function prefillInstallations(client: pg.Client, applicationId: str
             jsonb_build_object('plan', case when n % 10 = 1 then 'pro' when n % 10 < 5 then 'trial' else 'free' end,
                                'country', (array['us', 'de', 'fr', 'es', 'it', 'gb', 'br', 'in', 'jp', 'nl'])[1 + (n / 7) % 10])
               || case when n % 20 = 0 then '{"beta": "yes"}'::jsonb else '{}'::jsonb end,
-            now() - interval '200 days', seen, seen, seen
+            now() - interval '200 days', seen, seen, seen,
+            n % 200 in (5, 7) -- both holders of a shared identifier, as registrations mark them
        from generate_series(1::bigint, $2::bigint) n,
             lateral (select case when n % 2 = 0 then 'ios' else 'android' end as platform,
                             case when n % 200 = 7 then n - 2 else n end as t,
