@@ -140,6 +140,15 @@ bench-statements: install
 bench-schedule: install build
 	node bench/schedule.ts
 
+# The local-time benchmark (bench/local-time.ts): a broadcast to 100,000 installations spread over
+# 30+ UTC offsets with `options.local_time` set so that some zones are due at once and Kathmandu's
+# 15 minutes later: each due zone's pushes against its due instant (within 60 s), nothing written
+# for the zones still waiting, and every Herald process's RSS flat while they wait; on a fresh
+# database on DATABASE_URL's server, dropped at the end (about 17 minutes).
+.PHONY: bench-local-time
+bench-local-time: install build
+	node bench/local-time.ts
+
 # The retention benchmark (bench/retention.ts): 2 million old delivery rows (with events and keys)
 # deleted by retention while sends run at a steady rate through the real app, their latency against
 # the same load with nothing deleting, alternating in one run; on a fresh database on DATABASE_URL's
