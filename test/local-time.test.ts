@@ -3,6 +3,7 @@
 // one zone due at once and the others hours later. The later ones wait as deferred jobs, which a
 // test makes due early through pg-boss (as their time coming would), to see what they then do.
 import request from 'supertest';
+import { walkAudience } from '../src/db/sql/broadcasts.ts';
 import { dueInstant, parseLocalTime } from '../src/domain/local-time.ts';
 import { recountedStatistics } from './support/deliveries.ts';
 import { ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
@@ -275,6 +276,26 @@ describe('a broadcast', () => {
       [1, true],
       [1, true],
     ]);
+  });
+
+  test("a wave's batches read the audience's installations in order and keep the wave's: the checkpoint passes the others", async () => {
+    const app = await pipeline.newApplication({ apns: true });
+    const zones = ['Asia/Tokyo', 'UTC', 'UTC', null, 'Asia/Tokyo', 'UTC', 'bogus', 'UTC'];
+    await app.registerAll(zones.map((timezone, i) => [`ltw-${i}`, ios(`ltw-${i}`, `ltw-user-${i}`, { device: { timezone } })]));
+    const wave = { timezones: ['Asia/Tokyo', 'bogus'], coversNull: true };
+    const walked: string[] = [];
+    const checkpoints: (string | null)[] = [];
+    let walkAfter: string | null = null;
+    for (let ended = false; !ended; ) {
+      const batch = await walkAudience(db(), { applicationId: app.id, audience: { all: true }, walkAfter, withLocale: false, wave }, 2);
+      walked.push(...batch.candidates.map((candidate) => candidate.providerIdentifier));
+      checkpoints.push(batch.last);
+      walkAfter = batch.last ?? walkAfter;
+      ended = batch.ended;
+    }
+    expect(walked).toEqual(['ltw-0', 'ltw-3', 'ltw-4', 'ltw-6']);
+    // Two installations a batch, whatever share of them is the wave's (none, in the second and last).
+    expect(checkpoints).toEqual(['ltw-1', 'ltw-3', 'ltw-5', 'ltw-7', null]);
   });
 
   test('with no installation matched, no wave is planned and it completes empty', async () => {

@@ -119,6 +119,12 @@ export async function deferredWaveJobs(db: Db, notificationId: string): Promise<
  * it) holds across the walk. Read from the (application_id, provider_identifier) index: the first
  * `limit` rows, then the rest of the last identifier's group (usually none). `ended`: the walk has
  * nothing after this batch.
+ *
+ * A wave (`wave`) reads the same rows, and keeps those whose time zone value it covers: a batch
+ * reads `limit` installations of the audience whatever share of them is the wave's, so a wave of a
+ * few installations among a million costs as many short batches as the whole walk, never one
+ * statement that reads the whole audience to fill a batch (no index on the time zone: every
+ * registration would write it).
  */
 export async function walkAudience(
   db: Db,
@@ -126,15 +132,12 @@ export async function walkAudience(
   limit: number,
 ): Promise<{ candidates: NotificationCandidate[]; last: string | null; ended: boolean }> {
   const deviceLocale = step.withLocale ? sql`i.device->>'locale'` : sql`null`;
+  const deviceTimezone = step.wave ? sql`i.device->>'timezone'` : sql`null`;
   const after = step.walkAfter === null ? sql`` : sql`and i.provider_identifier > ${step.walkAfter}`;
-  // A wave: the installations whose time zone value is one it covers (as planned), in the same order.
-  const zone = sql`i.device->>'timezone'`;
-  const inWave = !step.wave
-    ? sql``
-    : sql`and (${zone} = any(${arrayLiteral(step.wave.timezones)}::text[]) ${step.wave.coversNull ? sql`or ${zone} is null` : sql``})`;
-  const matches = sql`i.application_id = ${step.applicationId} and i.status = 'active' and ${audienceCondition(step.audience)} ${inWave}`;
+  const matches = sql`i.application_id = ${step.applicationId} and i.status = 'active' and ${audienceCondition(step.audience)}`;
   const columns = sql`i.id as "rowId", i.installation_id as "installationId", i.user_id as "userId", i.platform,
-    i.provider_identifier as "providerIdentifier", i.permission, i.last_seen_at as "lastSeenAt", ${deviceLocale} as "deviceLocale"`;
+    i.provider_identifier as "providerIdentifier", i.permission, i.last_seen_at as "lastSeenAt", ${deviceLocale} as "deviceLocale",
+    ${deviceTimezone} as "deviceTimezone"`;
   const found = await rows(
     db,
     sql<Omit<NotificationCandidate, 'notificationId'> & { full: boolean }>`
@@ -152,10 +155,17 @@ export async function walkAudience(
        where edge.full and ${matches} and i.provider_identifier = edge.identifier
          and i.id not in (select "rowId" from page)`,
   );
-  const candidates = found.map(({ full: _full, ...row }) => ({ ...row, notificationId: '', lastSeenAt: asDate(row.lastSeenAt) }));
   let last: string | null = null;
-  for (const candidate of candidates) if (last === null || candidate.providerIdentifier > last) last = candidate.providerIdentifier;
+  for (const row of found) if (last === null || row.providerIdentifier > last) last = row.providerIdentifier;
+  const inWave = step.wave ? waveMember(step.wave) : () => true;
+  const candidates = found.filter(inWave).map(({ full: _full, ...row }) => ({ ...row, notificationId: '', lastSeenAt: asDate(row.lastSeenAt) }));
   return { candidates, last, ended: found.length === 0 || !found[0].full };
+}
+
+/** Whether an installation is a wave's: its time zone value as stored is one the wave covers (as planned). */
+function waveMember(wave: WaveZones): (row: { deviceTimezone?: string | null }) => boolean {
+  const covered = new Set(wave.timezones);
+  return ({ deviceTimezone }) => (deviceTimezone == null ? wave.coversNull : covered.has(deviceTimezone));
 }
 
 /**
