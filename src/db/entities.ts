@@ -228,6 +228,9 @@ export const DeliverySchema = defineEntity({
     // How the push was cut to fit the provider's payload limit (payloads.ts fitToPlatform); null: sent whole.
     truncation: p.json<Truncation>().nullable(),
     createdAt: now(),
+    // When the push is due, for a send at each device's local time (domain/local-time.ts); null:
+    // at the send's start. What its deliver job is deferred to, and what its ttl counts from.
+    scheduledFor: p.datetime().nullable(),
     lastAttemptAt: p.datetime().nullable(),
     completedAt: p.datetime().nullable(),
     // First time each event kind was reported: statistics count non-null ones.

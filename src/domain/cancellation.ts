@@ -9,6 +9,7 @@
 // A crash between the two leaves a cancelled notification unfinished: the next of its jobs to run
 // (its fanout, or a deliver batch) finishes step 2, and so does a repeated cancel.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { deferredWaveJobs } from '../db/sql/broadcasts.ts';
 import { skipPendingAsCancelled } from '../db/sql/deliveries.ts';
 import {
   completeNotification,
@@ -45,10 +46,12 @@ export async function cancelNotification(
 ): Promise<Cancelled> {
   const id = given.toLowerCase();
   if (!isUuid(id)) throw notFound();
-  // A scheduled notification's deferred fanout is dropped with the status, in one transaction.
+  // A scheduled notification's deferred fanout, and a local-time broadcast's deferred waves, are
+  // dropped with the status, in one transaction.
   const marked = await em.transactional(async (tx) => {
     const found = await markCancelled(tx, applicationId, id);
     if (found?.fanoutDeferred) await fanouts.dropScheduled(tx.getKysely(), id);
+    if (found?.status === 'cancelled') await fanouts.dropDeferredWalks(tx.getKysely(), await deferredWaveJobs(tx, id));
     return found;
   });
   if (marked === undefined) throw notFound();

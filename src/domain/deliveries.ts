@@ -70,6 +70,7 @@ export function deliveryView(delivery: Delivery | DeliveryRecord): DeliveryView 
     // Rows cut before 1.2.0 have no `badge`: none was brought within range then.
     truncation: delivery.truncation ? { ...delivery.truncation, badge: delivery.truncation.badge ?? null } : null,
     created_at: delivery.createdAt.toISOString(),
+    scheduled_for: iso(delivery.scheduledFor),
     last_attempt_at: iso(delivery.lastAttemptAt),
     completed_at: iso(delivery.completedAt),
     received_at: iso(delivery.receivedAt),

@@ -8,7 +8,8 @@ import type { Candidate, ClaimedDelivery, DeliveryResult, MovedCount, NewDeliver
 import type { Invalidation } from '../db/sql/installations.ts';
 import type { FannedNotification } from '../db/sql/notifications.ts';
 import { chunk } from './chunk.ts';
-import { classify, isDataOnly, jobPriority, mayAttempt, retryWindow } from './fanout.ts';
+import { classify, isDataOnly, jobPriority, mayAttempt, pushTimes, retryWindow } from './fanout.ts';
+import { dueByTimezone, localTimeRule } from './local-time.ts';
 import { localeMatcher } from './locales.ts';
 import { contentFor, fitToPlatform, pushContent, type PushContent } from './payloads.ts';
 import { providerOf, type Platform } from './platforms.ts';
@@ -16,8 +17,35 @@ import { providerOf, type Platform } from './platforms.ts';
 // ---------------------------------------------------------------------------------------------
 // Fanout
 
-/** One notification's fanout: its deliveries to write, and its skips per platform (for the metrics). */
-export function fanOut(notification: FannedNotification, candidates: Candidate[]): { deliveries: NewDelivery[]; skips: Map<string, MovedCount[]> } {
+/** When a candidate's push is due; null: at the send's start. */
+export type DueTime = (candidate: Candidate) => Date | null;
+
+/**
+ * When each candidate's push is due: for a send at each device's local time (`options.local_time`),
+ * the next occurrence of that time in its `device.timezone` (else the send's fallback zone) from
+ * the send's start (`send_at`, else its creation), null when that is the start itself; for any
+ * other send, null.
+ */
+export function dueAtLocalTime(notification: Pick<FannedNotification, 'options' | 'createdAt' | 'scheduledFor'>): DueTime {
+  const rule = localTimeRule(notification.options);
+  if (!rule) return () => null;
+  const start = notification.scheduledFor ?? notification.createdAt;
+  const dueOf = dueByTimezone(rule, start);
+  return (candidate) => {
+    const due = dueOf(candidate.deviceTimezone);
+    return due.getTime() === start.getTime() ? null : due;
+  };
+}
+
+/**
+ * One notification's fanout: its deliveries to write, and its skips per platform (for the metrics).
+ * `dueOf`: when each pending delivery is due (a wave of a broadcast passes its own instant).
+ */
+export function fanOut(
+  notification: FannedNotification,
+  candidates: Candidate[],
+  dueOf: DueTime = dueAtLocalTime(notification),
+): { deliveries: NewDelivery[]; skips: Map<string, MovedCount[]> } {
   const { id: notificationId, applicationId } = notification;
   const tags = Object.keys(notification.localizations ?? {});
   const content = pushContent(notification);
@@ -40,6 +68,8 @@ export function fanOut(notification: FannedNotification, candidates: Candidate[]
       deliveryId: newId(),
       locale,
       truncation: delivery.state === 'pending' ? truncationOf(delivery.platform, locale) : null,
+      // A skipped delivery is not due at all: it ended at the fanout.
+      scheduledFor: delivery.state === 'pending' ? dueOf(delivery) : null,
     };
   });
   return { deliveries, skips: skipsByPlatform(classified) };
@@ -70,24 +100,29 @@ export function fitsOnce<T>(fit: (platform: Platform, locale: string | null) => 
   };
 }
 
-/** A deliver batch before it is queued: its lane (priority), and the pending deliveries it pushes. */
-export type DeliverBatchPlan = { applicationId: string; priority: number; platform: Platform; deliveryIds: string[] };
+/**
+ * A deliver batch before it is queued: its lane (priority), the pending deliveries it pushes, and
+ * when they are due (its job is deferred to then; null: now).
+ */
+export type DeliverBatchPlan = { applicationId: string; priority: number; platform: Platform; startAfter: Date | null; deliveryIds: string[] };
 
 /**
  * The fanned-out notifications' pending deliveries in deliver batches of at most `batchSize`, by
- * application, lane and platform: many small notifications share a batch, one large one fills
- * batches of its own.
+ * application, lane, platform and due time: many small notifications share a batch, one large one
+ * fills batches of its own, and a send at each device's local time makes one set of batches per
+ * instant its deliveries are due (a few dozen at most: one per UTC offset).
  */
 export function deliverBatches(fanouts: { notification: FannedNotification; deliveries: NewDelivery[] }[], batchSize: number): DeliverBatchPlan[] {
   const lanes = new Map<string, DeliverBatchPlan>();
   for (const { notification, deliveries } of fanouts) {
     const { applicationId } = notification;
     const priority = jobPriority(notification.options);
-    for (const { platform, deliveryId, state } of deliveries) {
+    for (const { platform, deliveryId, state, scheduledFor } of deliveries) {
       if (state !== 'pending') continue;
-      const key = `${applicationId}:${priority}:${platform}`;
+      const startAfter = scheduledFor ?? null;
+      const key = `${applicationId}:${priority}:${platform}:${startAfter?.getTime() ?? 'now'}`;
       let lane = lanes.get(key);
-      if (!lane) lanes.set(key, (lane = { applicationId, priority, platform, deliveryIds: [] }));
+      if (!lane) lanes.set(key, (lane = { applicationId, priority, platform, startAfter, deliveryIds: [] }));
       lane.deliveryIds.push(deliveryId);
     }
   }
@@ -131,7 +166,7 @@ export function sortClaimed(
     const notification = notifications.get(delivery.notificationId);
     // The batch reads its notifications through its deliveries (readBatch): each pending one has its.
     if (!notification) throw new Error(`delivery ${delivery.deliveryId}: its notification ${delivery.notificationId} was not read`);
-    if (mayAttempt(notification, delivery.attempts, now)) sendable.push({ ...delivery, installationRowId, providerIdentifier, notification });
+    if (mayAttempt(pushTimes(notification, delivery.scheduledFor), delivery.attempts, now)) sendable.push({ ...delivery, installationRowId, providerIdentifier, notification });
     else unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
   }
   return { sendable, unsendable };
@@ -191,7 +226,7 @@ export function settle(sent: readonly SendableDelivery[], answers: readonly Push
   const attempt = noAttempt(countAttempt);
   let latest = Infinity;
   const retryOrExpire = (delivery: SendableDelivery, reason: string, retryAfterSeconds?: number) => {
-    const window = retryWindow(delivery.notification, delivery.attempts, now, retryAfterSeconds);
+    const window = retryWindow(pushTimes(delivery.notification, delivery.scheduledFor), delivery.attempts, now, retryAfterSeconds);
     if (!window) return fail(delivery.deliveryId, 'expired');
     attempt.retry.push(delivery.deliveryId);
     attempt.retryAfter = Math.max(attempt.retryAfter, window.delay);

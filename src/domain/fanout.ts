@@ -77,11 +77,23 @@ export function ttlSeconds(notification: Pick<Notification, 'options'>): number 
   return typeof ttl === 'number' ? ttl : undefined;
 }
 
-type Timed = Pick<Notification, 'options' | 'createdAt'> & { scheduledFor?: Date | null };
+/**
+ * A push's times: its notification's options, creation and `send_at`, and its delivery's own due
+ * time (`dueAt`: a send at each device's local time, domain/local-time.ts), when it has one.
+ */
+export type Timed = Pick<Notification, 'options' | 'createdAt'> & { scheduledFor?: Date | null; dueAt?: Date | null };
 
-/** What a ttl counts from: the time a scheduled send was due, else the send (the time queued counts). */
+/**
+ * What a ttl counts from: the delivery's own due time, else the time a scheduled send was due,
+ * else the send (the time queued counts).
+ */
 function sentAt(notification: Timed): Date {
-  return notification.scheduledFor ?? notification.createdAt;
+  return notification.dueAt ?? notification.scheduledFor ?? notification.createdAt;
+}
+
+/** A push's times: its notification's, due at the delivery's own time when it has one. */
+export function pushTimes(notification: Timed, dueAt: Date | null | undefined): Timed {
+  return dueAt ? { options: notification.options, createdAt: notification.createdAt, scheduledFor: notification.scheduledFor, dueAt } : notification;
 }
 
 /** When the push stops being worth delivering: sent + ttl. */

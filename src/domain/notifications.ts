@@ -29,6 +29,7 @@ import { payloadProblems, pushContent } from './payloads.ts';
 import { audienceErrors, type Audience } from './audiences.ts';
 import { segmentAudience } from './segments.ts';
 import { demand } from './tokens.ts';
+import { localTimeProblems } from './local-time.ts';
 
 type Schemas = components['schemas'];
 export type SendRequest = Schemas['NotificationSend'];
@@ -45,6 +46,8 @@ export type FanoutQueue = {
   enqueue(tx: PipelinedSession, job: FanoutJob, when: { priority: number; startAfter: Date | null }): Promise<void>;
   /** Drops the deferred fanout job of a scheduled notification, in the caller's transaction (a cancel). */
   dropScheduled(tx: Kysely<unknown>, notificationId: string): Promise<void>;
+  /** Drops deferred walk jobs (the waves of a broadcast at local time) by id, in the caller's transaction (a cancel). */
+  dropDeferredWalks(tx: Kysely<unknown>, jobIds: string[]): Promise<void>;
 };
 
 /** How long an Idempotency-Key protects against a duplicate send. */
@@ -81,6 +84,7 @@ export function sendRuleViolations(request: SendRequest): FieldErrors {
     audience === undefined ? {} : audienceErrors(audience, 'recipients.audience'),
     sameTagProblems(tags),
     sendAtProblems(request),
+    localTimeProblems(request.options),
     payloadProblems(request),
   );
 }

@@ -83,7 +83,9 @@ export function notificationCancelled(notification: NotificationRow): NewWebhook
 
 export function deliveriesFailed(deliveries: DeliveryRecord[]): NewWebhookEvent[] {
   return deliveries.map((delivery) => {
-    const data: Schemas['DeliveryFailedEvent']['data'] = { notification_id: delivery.notificationId, delivery: deliveryView(delivery) };
+    // Without its scheduled_for: the payload stays as it was before deliveries had it.
+    const { scheduled_for: _scheduledFor, ...view } = deliveryView(delivery);
+    const data: Schemas['DeliveryFailedEvent']['data'] = { notification_id: delivery.notificationId, delivery: view };
     return event('delivery.failed', data);
   });
 }

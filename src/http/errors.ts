@@ -14,6 +14,7 @@ import {
   type FieldErrors,
 } from '../domain/errors.ts';
 import { localizationsWithoutDefaultMessage, nothingToShowMessage, oneRecipientKindMessage } from '../domain/notifications.ts';
+import { timezoneNeedsLocalTimeMessage } from '../domain/local-time.ts';
 import { keyValidationText, validationText } from './validation-messages.ts';
 
 type ValidatorIssue = { path?: string; message?: string; errorCode?: string };
@@ -65,6 +66,12 @@ const notRules: Record<string, { field: string; message: string; judges: string 
   '/body/recipients': { field: 'recipients', message: oneRecipientKindMessage, judges: '/body/recipients' },
 };
 
+// The document's `dependentRequired` rules, by the path the validator reports (the missing field's):
+// the field that needs it is the one named, with the domain's sentence.
+const dependentRules: Record<string, { field: string; message: string }> = {
+  '/body/options/local_time': { field: 'options.timezone', message: timezoneNeedsLocalTimeMessage },
+};
+
 const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
 
 function requestFieldErrors(req: Request, issues: ValidatorIssue[]): FieldErrors {
@@ -78,6 +85,11 @@ function requestFieldErrors(req: Request, issues: ValidatorIssue[]): FieldErrors
     if (issue.errorCode === 'not.openapi.validation') {
       const rule = notRules[issue.path ?? ''];
       if (rule && isObject(valueAt(req, rule.judges))) add(rule.field, rule.message);
+      continue;
+    }
+    const dependent = issue.errorCode === 'dependentRequired.openapi.validation' ? dependentRules[issue.path ?? ''] : undefined;
+    if (dependent) {
+      add(dependent.field, dependent.message);
       continue;
     }
     const field = fieldName(issue.path);

@@ -31,6 +31,8 @@ const patternMeanings: Record<string, string> = {
   [languageTag]: 'must be a well-formed BCP 47 language tag (for example fr, pt-BR or zh-Hant-TW)',
   '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$': `must be ${bareUuid}`,
   '^[A-Za-z0-9_-]{22}$': 'must be a meta.next_cursor of an earlier page',
+  '^([01][0-9]|2[0-3]):[0-5][0-9]$': 'must be a 24-hour time HH:MM (for example 09:00 or 18:30)',
+  '^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$': 'must be an IANA time zone name (for example Europe/Berlin, America/New_York or UTC)',
 };
 
 function list(items: string[]): string {

@@ -6,21 +6,43 @@
 // (which the (notification, installation) uniqueness keeps from being recorded twice).
 // A walk job runs a slice of the walk and queues the next one: the campaign lane's workers go
 // round the applications' broadcasts instead of one walk holding a worker for minutes.
+// A send at each device's local time (`options.local_time`) is walked in waves: its first walk job
+// plans them (one per instant its installations are due, from their distinct time zones) and
+// queues one walk job per wave, deferred to its instant; each wave is walked like a whole walk,
+// with its own checkpoint, over the installations of its time zones. Nothing of a waiting wave is
+// in memory: it is a row and a deferred job.
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely } from 'pg-boss';
+import { newId } from '../db/ids.ts';
 import { countAudience } from '../db/sql/audiences.ts';
-import { advanceWalk, lockWalkStep, setTargetUsers, walkAudience, walkProgress } from '../db/sql/broadcasts.ts';
+import {
+  advanceWalk,
+  advanceWave,
+  audienceTimezones,
+  insertWaves,
+  lockWalkStep,
+  readWave,
+  setTargetUsers,
+  walkAudience,
+  walkProgress,
+  wavesPlanned,
+  type WalkStep,
+} from '../db/sql/broadcasts.ts';
 import { insertDeliveries } from '../db/sql/deliveries.ts';
 import { unfinishedCancels } from '../db/sql/notifications.ts';
 import { deliverBatches, fanOut } from '../domain/delivery-rules.ts';
+import { localTimeRule, planWaves, type LocalTimeRule } from '../domain/local-time.ts';
 import type { FanoutJob } from '../domain/notifications.ts';
 import { deliveriesEnded } from '../observability/metrics.ts';
 import { completeIfDone, endCancelled, type DeliverJob, type JobContext } from './jobs.ts';
 import { noWait } from './lane-gate.ts';
 import { placement, queues } from './queue.ts';
 import { jobPriority } from '../domain/fanout.ts';
+
+/** A walk job: a broadcast's walk, or (`wave`: its due instant, ISO) one wave of a local-time broadcast's. */
+export type WalkJob = FanoutJob & { wave?: string };
 
 /**
  * How a walk goes: installations per batch (one transaction each), how long one job walks before
@@ -44,13 +66,15 @@ const windowPollMs = 50;
 export async function runBroadcast(
   em: EntityManager,
   context: JobContext,
-  job: FanoutJob,
+  job: WalkJob,
   turn: () => Promise<void> = noWait,
   settings: WalkSettings = walkSettings,
 ): Promise<void> {
   const started = performance.now();
   const db = em.fork();
   const id = job.notificationId;
+  const wave = job.wave === undefined ? null : new Date(job.wave);
+  const walkName = wave ? `broadcast wave ${wave.toISOString()}` : 'broadcast walk';
   let walkedHere = 0;
   let ended = false;
   let counted = false;
@@ -64,32 +88,49 @@ export async function runBroadcast(
     }
     await turn();
     const batch = await em.fork().transactional(async (tx) => {
-      const step = await lockWalkStep(tx, id);
-      if (!step?.audience) return null;
+      const locked = await lockWalkStep(tx, id);
+      if (!locked?.audience) return null;
+      const rule = localTimeRule(locked.options);
+      // A local-time broadcast's first walk job plans its waves (once: a re-run finds them) and ends.
+      if (rule && !wave) return (await wavesPlanned(tx, id)) ? null : { planned: await queueWaves(tx, context, job, locked, rule) };
+      const waveStep = wave ? await readWave(tx, id, wave) : undefined;
+      if (wave && !waveStep) return null;
+      const step = waveStep ? { ...locked, walkAfter: waveStep.walkAfter, walked: waveStep.walked } : locked;
       if (walkedHere === 0) {
-        if (step.walked === 0 && step.walkAfter === null) context.logger.info({ notificationId: id }, 'broadcast walk started');
-        else context.logger.info({ notificationId: id, walked: step.walked }, 'broadcast walk resumed at its checkpoint');
+        if (step.walked === 0 && step.walkAfter === null) context.logger.info({ notificationId: id }, `${walkName} started`);
+        else context.logger.info({ notificationId: id, walked: step.walked }, `${walkName} resumed at its checkpoint`);
       }
       const localized = Object.keys(step.localizations ?? {}).length > 0;
-      const walked = await walkAudience(tx, { ...step, withLocale: localized }, settings.batch);
+      const walked = await walkAudience(tx, { ...step, withLocale: localized, wave: waveStep }, settings.batch);
       const notification = { ...step, id };
-      const fanout = fanOut(notification, walked.candidates);
+      // A wave's deliveries are due at its instant (null: at the send's start, where it began).
+      const start = (step.scheduledFor ?? step.createdAt).getTime();
+      const dueAt = wave && wave.getTime() !== start ? wave : null;
+      const fanout = fanOut(notification, walked.candidates, () => dueAt);
       await insertDeliveries(tx, fanout.deliveries, { walk: true });
       const deliverJobs = deliverBatches([{ notification, deliveries: fanout.deliveries }], context.batchSize).map(({ applicationId, platform, deliveryIds }) => ({
         data: { applicationId, platform, deliveryIds, campaign: true } satisfies DeliverJob,
         ...placement(applicationId, jobPriority(step.options)),
       }));
       if (deliverJobs.length > 0) await context.boss.insert(queues.campaignDeliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
-      await advanceWalk(tx, id, { last: walked.last, walked: walked.candidates.length, ended: walked.ended });
+      const advance = { last: walked.last, walked: walked.candidates.length, ended: walked.ended };
+      // A wave's end ends the walk only when it is the last wave to end.
+      const walkEnded = wave ? await advanceWave(tx, id, wave, advance) : (await advanceWalk(tx, id, advance), walked.ended);
       return {
         walked: walked.candidates.length,
         ended: walked.ended,
+        walkEnded,
         skips: fanout.skips,
         total: step.walked + walked.candidates.length,
         uncounted: step.targetUsers === 0 ? step.audience : null,
       };
     });
     if (!batch) break;
+    if ('planned' in batch) {
+      // No wave (nothing matched): the walk has ended, and nobody else would end the notification.
+      if (batch.planned === 0) await completeIfDone(db, context, job.applicationId, [id]);
+      return;
+    }
     if (batch.uncounted && !counted) {
       // target_users: the count /audiences/count gives, taken as the walk starts (once: a walk
       // resumed finds it written). Once its first batch has committed, so that the first pushes
@@ -105,8 +146,10 @@ export async function runBroadcast(
     walkedHere += batch.walked;
     for (const [platform, counts] of batch.skips) deliveriesEnded(platform, counts);
     if (batch.ended) {
-      ended = true;
-      context.logger.info({ notificationId: id, walked: batch.total, walkedByThisJob: walkedHere }, 'broadcast walk ended');
+      ended = batch.walkEnded;
+      context.logger.info({ notificationId: id, walked: batch.total, walkedByThisJob: walkedHere }, `${walkName} ended`);
+      // Another wave is still to walk: the notification stays processing until the last one ends.
+      if (!ended) return;
       break;
     }
   }
@@ -117,6 +160,48 @@ export async function runBroadcast(
   }
   // Stopped: cancelled (perhaps by a cancel cut short, which this finishes), or ended meanwhile.
   if ((await unfinishedCancels(db, [id])).length > 0) await endCancelled(db, context, job);
+}
+
+/**
+ * Plans a local-time broadcast's waves in its first walk job's transaction (the notification's row
+ * held): one aggregate finds the distinct `device.timezone` values of the installations it reaches
+ * now, each maps to the instant it is due (planWaves: invalid or none, the fallback zone's), and
+ * each instant becomes a wave, stored with its walk job, queued deferred to it. Installations whose
+ * time zone takes a value none had then match no wave: who is reached is decided as the broadcast
+ * starts. No wave (nothing matched) ends the walk. Answers how many waves were planned.
+ */
+async function queueWaves(tx: EntityManager, context: JobContext, job: FanoutJob, step: WalkStep, rule: LocalTimeRule): Promise<number> {
+  const id = job.notificationId;
+  const values = await audienceTimezones(tx, step.applicationId, step.audience);
+  const start = step.scheduledFor ?? step.createdAt;
+  const waves = planWaves(values.map((value) => value.timezone), rule, start).map((wave) => ({ ...wave, jobId: newId() }));
+  if (waves.length === 0) {
+    await advanceWalk(tx, id, { last: null, walked: 0, ended: true });
+    context.logger.info({ notificationId: id }, 'broadcast at local time: no installation matched, walk ended');
+    return 0;
+  }
+  await insertWaves(tx, id, step.applicationId, waves);
+  const now = Date.now();
+  const walks = waves.map((wave) => ({
+    id: wave.jobId,
+    data: { notificationId: id, applicationId: job.applicationId, wave: wave.dueAt.toISOString() } satisfies WalkJob,
+    ...placement(job.applicationId, 0),
+    ...(wave.dueAt.getTime() > now ? { startAfter: wave.dueAt } : {}),
+  }));
+  await context.boss.insert(queues.broadcast, walks, { db: fromKysely(tx.getKysely()) });
+  const installations = new Map(values.map((value) => [value.timezone, value.installations]));
+  context.logger.info(
+    {
+      notificationId: id,
+      waves: waves.map((wave) => ({
+        dueAt: wave.dueAt.toISOString(),
+        timezones: wave.timezones.length + (wave.coversNull ? 1 : 0),
+        installations: [...wave.timezones, ...(wave.coversNull ? [null] : [])].reduce((sum, zone) => sum + (installations.get(zone) ?? 0), 0),
+      })),
+    },
+    'broadcast at local time: waves planned',
+  );
+  return waves.length;
 }
 
 /**
@@ -140,6 +225,6 @@ async function roomToWalk(db: EntityManager, id: string, settings: WalkSettings,
  * the notification's row in turn for each batch and read the checkpoint under it, so neither walks
  * what the other did.
  */
-async function queueNextSlice(context: JobContext, job: FanoutJob): Promise<void> {
-  await context.boss.send(queues.broadcast, job satisfies FanoutJob, placement(job.applicationId, 0));
+async function queueNextSlice(context: JobContext, job: WalkJob): Promise<void> {
+  await context.boss.send(queues.broadcast, job satisfies WalkJob, placement(job.applicationId, 0));
 }

@@ -20,7 +20,8 @@ import {
   type BatchNotifications,
   type SendableDelivery,
 } from '../domain/delivery-rules.ts';
-import { countsAttemptBeforePush, expiresAt, finalStatus } from '../domain/fanout.ts';
+import { countsAttemptBeforePush, expiresAt, finalStatus, pushTimes } from '../domain/fanout.ts';
+import { localTimeRule } from '../domain/local-time.ts';
 import { finishCancellation, reportCancellation } from '../domain/cancellation.ts';
 import type { Logger } from '../logging/logger.ts';
 import {
@@ -162,8 +163,10 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
     const broadcasts = starting.filter((notification) => notification.audience);
     const notifications = starting.filter((notification) => !notification.audience);
     if (broadcasts.length > 0) await queueWalks(context.boss, tx, broadcasts);
-    const localized = notifications.some((notification) => Object.keys(notification.localizations ?? {}).length > 0);
-    const candidates = notifications.length === 0 ? [] : await targetInstallations(tx, notifications.map((notification) => notification.id), localized);
+    const withLocale = notifications.some((notification) => Object.keys(notification.localizations ?? {}).length > 0);
+    const withTimezone = notifications.some((notification) => localTimeRule(notification.options) !== null);
+    const candidates =
+      notifications.length === 0 ? [] : await targetInstallations(tx, notifications.map((notification) => notification.id), { withLocale, withTimezone });
     const candidatesOf = Map.groupBy(candidates, (candidate) => candidate.notificationId);
     const fanouts = notifications.map((notification) => ({
       notification,
@@ -181,9 +184,12 @@ async function fanOutTogether(em: EntityManager, context: JobContext, jobs: Fano
       const endings = ended.map(({ notification }): Ending => ({ notificationId: notification.id, status: 'completed' }));
       finished.push(...(await completeAndAnnounce(tx, context.webhooks, applicationId, endings, announce)));
     }
-    const deliverJobs = deliverBatches(fanouts, context.batchSize).map(({ applicationId, priority, platform, deliveryIds }) => ({
+    // Pushes due later (a send at each device's local time) wait in the queue as deferred jobs, one
+    // set of batches per instant: nothing of them is held anywhere else meanwhile.
+    const deliverJobs = deliverBatches(fanouts, context.batchSize).map(({ applicationId, priority, platform, deliveryIds, startAfter }) => ({
       data: { applicationId, platform, deliveryIds } satisfies DeliverJob,
       ...placement(applicationId, priority),
+      ...(startAfter ? { startAfter } : {}),
     }));
     if (deliverJobs.length > 0) await context.boss.insert(queues.deliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
     const notStarted = jobs.filter((job) => !started.includes(job.notificationId));
@@ -343,12 +349,12 @@ async function sendAndRecord(
     const pushed = await db.transactional(async (tx) => {
       const found = await holdUncancelled(tx, [...new Set(part.map((delivery) => delivery.notificationId))]);
       const live = part.filter((delivery) => !found.has(delivery.notificationId) && !cancelled.has(delivery.notificationId));
-      const pushes = live.map(({ deliveryId, notification, providerIdentifier, locale }): Push => ({
+      const pushes = live.map(({ deliveryId, notification, providerIdentifier, locale, scheduledFor }): Push => ({
         deliveryId,
         notificationId: notification.id,
         providerIdentifier,
         content: contentOf(notification, job.platform, locale),
-        expiresAt: expiresAt(notification),
+        expiresAt: expiresAt(pushTimes(notification, scheduledFor)),
       }));
       const outcomes = pushes.length > 0 ? await sendChunk(tx, context, job, client, pushes, health) : [];
       const attempt = settle(live, outcomes, countAttempt);

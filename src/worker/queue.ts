@@ -153,7 +153,8 @@ export function webhookEnqueuer(boss: PgBoss): EnqueueWebhookJobs {
  * The job's id is the notification's: a notification has one fanout, whatever retries a send. A
  * scheduled send's job is deferred to its time (pg-boss `startAfter`), in the same transaction;
  * a cancel before then marks it cancelled, so that it does not wait in the queue (and in its
- * `deferred` count) until a time that may be years away.
+ * `deferred` count) until a time that may be years away; so are the deferred waves of a broadcast
+ * at local time (worker/broadcasts.ts).
  */
 export function fanoutQueue(boss: PgBoss): FanoutQueue {
   return {
@@ -167,6 +168,9 @@ export function fanoutQueue(boss: PgBoss): FanoutQueue {
     },
     async dropScheduled(tx, notificationId) {
       await boss.cancel(queues.scheduledFanout, notificationId, { db: fromKysely(tx) });
+    },
+    async dropDeferredWalks(tx, jobIds) {
+      if (jobIds.length > 0) await boss.cancel(queues.broadcast, jobIds, { db: fromKysely(tx) });
     },
   };
 }

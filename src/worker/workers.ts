@@ -13,7 +13,7 @@ import type { Logger } from '../logging/logger.ts';
 import type { ProviderClients } from './clients.ts';
 import { trackJobRuns, type JobRuns } from './job-runs.ts';
 import { failDeliver, failFanout, runDeliver, runFanouts, type DeliverJob, type JobContext } from './jobs.ts';
-import { runBroadcast } from './broadcasts.ts';
+import { runBroadcast, type WalkJob } from './broadcasts.ts';
 import { highPriority } from '../domain/fanout.ts';
 import type { FanoutJob } from '../domain/notifications.ts';
 import { queues } from './queue.ts';
@@ -117,7 +117,7 @@ function registrations(options: WorkerOptions, context: JobContext, webhookConte
       return runFanouts(orm.em, context, jobs, turn);
     });
   const deliver = runs.handler<DeliverJob>(queues.deliver, ([data]) => runDeliver(orm.em, context, data));
-  const walk = runs.handler<FanoutJob>(queues.broadcast, ([data], turn) => runBroadcast(orm.em, context, data, turn));
+  const walk = runs.handler<WalkJob>(queues.broadcast, ([data], turn) => runBroadcast(orm.em, context, data, turn));
   const campaignDeliver = runs.handler<DeliverJob>(queues.campaignDeliver, ([data], turn) => runDeliver(orm.em, context, data, turn));
   const webhook = runs.handler<WebhookJob>(queues.webhook, ([data]) => runWebhook(orm.em, webhookContext, data));
   const failedForGood =

@@ -30,6 +30,8 @@ const fanned = (overrides: Partial<FannedNotification> = {}): FannedNotification
   localizations: null,
   data: {},
   options: {},
+  createdAt: sentAt,
+  scheduledFor: null,
   credentialProviders: ['apns', 'fcm'],
   ...overrides,
 });
@@ -72,6 +74,7 @@ const claimed = (notification: PushedNotification, overrides: Partial<ClaimedDel
   installationStatus: 'active',
   attempts: 1,
   locale: null,
+  scheduledFor: null,
   ...overrides,
 });
 
@@ -123,6 +126,37 @@ describe('fanOut', () => {
       candidate({ deviceLocale: 'de-DE', permission: 'denied' }),
     ]);
     expect(deliveries.map((d) => d.locale)).toEqual(['fr', null, null]);
+  });
+
+  test('at local time: each pending delivery is due at the time in its own zone, null when that is the start; skipped ones are not due', () => {
+    // Sent at 08:00 UTC for 09:00: Berlin's minute now, New York's five hours later, UTC's in one.
+    const notification = fanned({ options: { local_time: '09:00' }, createdAt: new Date('2027-01-15T08:00:00Z') });
+    const { deliveries } = fanOut(notification, [
+      candidate({ deviceTimezone: 'Europe/Berlin' }),
+      candidate({ deviceTimezone: 'America/New_York' }),
+      candidate({ deviceTimezone: null }),
+      candidate({ deviceTimezone: 'Atlantis/Capital' }),
+      candidate({ deviceTimezone: 'America/New_York', permission: 'denied' }),
+    ]);
+    expect(deliveries.map((d) => d.scheduledFor?.toISOString() ?? null)).toEqual([
+      null,
+      '2027-01-15T14:00:00.000Z',
+      '2027-01-15T09:00:00.000Z',
+      '2027-01-15T09:00:00.000Z',
+      null,
+    ]);
+  });
+
+  test('at local time with send_at: counted from send_at, in the fallback zone options.timezone names', () => {
+    const notification = fanned({
+      options: { local_time: '09:00', timezone: 'Asia/Tokyo' },
+      createdAt: new Date('2027-01-14T12:00:00Z'),
+      scheduledFor: new Date('2027-01-15T00:00:00Z'),
+    });
+    const { deliveries } = fanOut(notification, [candidate({ deviceTimezone: null }), candidate({ deviceTimezone: 'Asia/Kathmandu' })]);
+    expect(deliveries.map((d) => d.scheduledFor?.toISOString() ?? null)).toEqual([null, '2027-01-15T03:15:00.000Z']);
+    // Without local_time nothing is due later, whatever the device's zone.
+    expect(fanOut(fanned(), [candidate({ deviceTimezone: 'Asia/Tokyo' })]).deliveries[0].scheduledFor).toBeNull();
   });
 
   test('records the cut of a push too large for its platform, and none for one that fits', () => {
@@ -206,6 +240,18 @@ describe('deliverBatches', () => {
     ]);
   });
 
+  test('at local time: one batch per instant the deliveries are due, each with it as its start', () => {
+    const notification = fanned({ options: { local_time: '09:00' }, createdAt: new Date('2027-01-15T08:00:00Z') });
+    const zones = ['Europe/Berlin', 'America/New_York', 'Europe/Paris', 'US/Eastern', 'Asia/Tokyo'];
+    const { deliveries } = fanOut(notification, zones.map((deviceTimezone) => candidate({ deviceTimezone })));
+    const batches = deliverBatches([{ notification, deliveries }], 10);
+    expect(batches.map(({ startAfter, deliveryIds }) => [startAfter?.toISOString() ?? null, deliveryIds.length])).toEqual([
+      [null, 2],
+      ['2027-01-15T14:00:00.000Z', 2],
+      ['2027-01-16T00:00:00.000Z', 1],
+    ]);
+  });
+
   test('cuts a large notification into batches of the batch size, in order', () => {
     const large = fanout(fanned(), Array(5).fill('ios'));
     const batches = deliverBatches([large], 2);
@@ -236,6 +282,17 @@ describe('sortClaimed', () => {
       { deliveryId: invalid.deliveryId, state: 'skipped', reason: 'installation_invalid', providerMessageId: null },
       { deliveryId: expired.deliveryId, state: 'failed', reason: 'expired', providerMessageId: null },
     ]);
+  });
+
+  test("the ttl of a push due later counts from the delivery's own due time", () => {
+    const notification = pushed({ options: { ttl: 60 } });
+    const notifications = new Map([[notification.id, notification]]);
+    const dueLater = claimed(notification, { scheduledFor: later(3600) });
+    const dueAtStart = claimed(notification);
+    const { sendable, unsendable } = sortClaimed(notifications, [dueLater, dueAtStart], later(3630));
+    expect(sendable.map((delivery) => delivery.deliveryId)).toEqual([dueLater.deliveryId]);
+    expect(unsendable.map((result) => [result.deliveryId, result.reason])).toEqual([[dueAtStart.deliveryId, 'expired']]);
+    expect(sortClaimed(notifications, [dueLater], later(3661)).unsendable.map((result) => result.reason)).toEqual(['expired']);
   });
 
   test('a ttl 0 push is attempted once only', () => {
@@ -337,6 +394,13 @@ describe('settle', () => {
     const over = settle([gone], [answer(gone, { kind: 'transient', reason: 'provider timeout' })], false, later(21));
     expect(over.results).toEqual([{ deliveryId: gone.deliveryId, state: 'failed', reason: 'expired', providerMessageId: null }]);
     expect(over.retry).toEqual([]);
+  });
+
+  test("a push due later is retried within its ttl counted from its own due time", () => {
+    const brief = pushed({ options: { ttl: 60 } });
+    const delivery = sendable(brief, { attempts: 1, scheduledFor: later(3600) });
+    const attempt = settle([delivery], [answer(delivery, { kind: 'transient', reason: 'ServiceUnavailable', retryAfterSeconds: 120 })], false, later(3601));
+    expect([attempt.results, attempt.retry, attempt.retryAfter]).toEqual([[], [delivery.deliveryId], 56]);
   });
 
   test('a retry job with pushes of several notifications runs before the first of them expires', () => {

@@ -169,6 +169,12 @@ export const listNotifications = <ThrowOnError extends boolean = false>(options?
  * until then, and then the distinct users among the installations it reaches, counted as
  * `POST /api/v1/audiences/count` counts them.
  *
+ * (1.3.0) `options.local_time` delivers at a wall-clock time on each installation's own
+ * clock (`device.timezone`; `options.timezone`, default `UTC`, for those without a valid
+ * one): at once where it is that minute at the send's start, elsewhere at its next
+ * occurrence. Each delivery shows when it is due (`scheduled_for` in `listDeliveries`),
+ * and the notification stays `processing` until the last one's time has come.
+ *
  */
 export const sendNotification = <ThrowOnError extends boolean = false>(options: Options<SendNotificationData, ThrowOnError>): RequestResult<SendNotificationResponses, SendNotificationErrors, ThrowOnError> => (options.client ?? client).post<SendNotificationResponses, SendNotificationErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],

@@ -444,9 +444,40 @@ export type NotificationOptions = {
      */
     send_at?: string;
     /**
+     * (1.3.0) Deliver at this wall-clock time (`HH:MM`, 24-hour) in each installation's own
+     * time zone (`device.timezone`, an IANA name). An installation whose local time at the
+     * send's start (`send_at` when given, else the send) is within that minute (`HH:MM:00`
+     * to `HH:MM:59`) gets its push at once; the others at the next occurrence of that time
+     * in their zone, so a campaign sent at 08:00 UTC with `local_time: "09:00"` reaches
+     * Berlin at once (09:00 CET) and New York five hours later (09:00 EST). An installation
+     * without a `device.timezone`, or with one that is not an IANA name, is timed in
+     * `timezone`. Daylight saving: a time that does not exist that day (the clocks go
+     * forward over it) goes out at the first minute after the gap (Europe/Berlin on
+     * 2027-03-28: 02:30 goes out at 03:00 CEST); a time that happens twice (they go back)
+     * goes out at its first occurrence. Each delivery shows when it is due
+     * (`scheduled_for`), and `ttl` and retries count from that time. The notification stays
+     * `processing` until its last installation's time has come and its push is recorded;
+     * a cancel stops every push not made yet. Works with `user_ids`, `audience` and
+     * `segment`: who an audience reaches, and in which time zone, is decided when its fanout
+     * starts (an installation whose `device.timezone` takes a value no installation of the
+     * audience had then is not reached).
+     *
+     */
+    local_time?: string;
+    /**
+     * (1.3.0) With `local_time` only (422 naming `options.timezone` without it): the IANA
+     * time zone (for example `Europe/Berlin`, `America/New_York`, `UTC`; aliases such as
+     * `US/Eastern` too) of installations without a valid `device.timezone`. Default `UTC`.
+     * A name that is not a time zone of the IANA database is 422 naming `options.timezone`;
+     * a UTC offset such as `+01:00` is not a time zone.
+     *
+     */
+    timezone?: string;
+    /**
      * Seconds the push stays deliverable (apns-expiration, android.ttl); 0 means now or
      * never. A push that would arrive later is failed as expired. Counted from `send_at`
-     * when given, else from the send.
+     * when given, else from the send; (1.3.0) with `local_time`, from each delivery's own
+     * `scheduled_for` when it has one.
      *
      */
     ttl?: number;
@@ -738,6 +769,15 @@ export type Delivery = {
         badge: number | null;
     } | null;
     created_at: string;
+    /**
+     * (1.3.0) When this push is due, for a send with `options.local_time`: the next
+     * occurrence of that time in the installation's time zone; null when it is due at the
+     * send's start (`send_at`, else the send), and for deliveries skipped at the fanout. In
+     * every answer of the deliveries lists; not in the `delivery.failed` webhook, whose
+     * payload 1.3.0 leaves as it was.
+     *
+     */
+    scheduled_for?: string | null;
     last_attempt_at: string | null;
     completed_at: string | null;
     /**
@@ -1640,7 +1680,9 @@ export type SendNotificationErrors = {
      * default title or body (`errors["notification.localizations"]`), or `options.send_at`
      * breaks the rule of every date-time (1.2.0): it must name an instant from
      * 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC (year 0000, or the last day
-     * of 9999 with a negative offset, is out of range), and not a leap second.
+     * of 9999 with a negative offset, is out of range), and not a leap second. (1.3.0)
+     * `options.local_time` that is not `HH:MM` (24-hour), or `options.timezone` that is not
+     * an IANA time zone name or comes without `options.local_time`, each naming its field.
      * Takes nothing from the send quota, and announces it.
      *
      */

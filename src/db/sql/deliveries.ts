@@ -17,6 +17,8 @@ export type Candidate = {
   lastSeenAt: Date;
   /** The device's locale as registered (`device.locale`); null when not asked for. */
   deviceLocale: string | null;
+  /** The device's time zone as registered (`device.timezone`, any text); read for a send at local time only. */
+  deviceTimezone?: string | null;
 };
 
 /** A Candidate of one notification among several fanned out together. */
@@ -29,16 +31,22 @@ export type NotificationCandidate = Candidate & { notificationId: string };
  * estimate of an application's installations off (it guesses 10 users an array), it chose a hash
  * join on the application that compared every one of its installations with every user id, orders
  * of magnitude slower than the probes (docs/PERFORMANCE.md).
- * `withLocale`: read each device's locale too (a notification with localizations).
+ * `withLocale`: read each device's locale too (a notification with localizations); `withTimezone`,
+ * its time zone (a send at each device's local time).
  */
-export async function targetInstallations(db: Db, notificationIds: string[], withLocale = false): Promise<NotificationCandidate[]> {
+export async function targetInstallations(
+  db: Db,
+  notificationIds: string[],
+  { withLocale = false, withTimezone = false }: { withLocale?: boolean; withTimezone?: boolean } = {},
+): Promise<NotificationCandidate[]> {
   const deviceLocale = withLocale ? sql`i.device->>'locale'` : sql`null`;
+  const deviceTimezone = withTimezone ? sql`i.device->>'timezone'` : sql`null`;
   const found = await rows(
     db,
     sql<NotificationCandidate>`
       select n.id as "notificationId", i.id as "rowId", i.installation_id as "installationId", i.user_id as "userId",
              i.platform, i.provider_identifier as "providerIdentifier", i.permission, i.last_seen_at as "lastSeenAt",
-             ${deviceLocale} as "deviceLocale"
+             ${deviceLocale} as "deviceLocale", ${deviceTimezone} as "deviceTimezone"
         from notifications n
              cross join lateral unnest(n.user_ids) as u(user_id)
              cross join lateral (
@@ -60,9 +68,11 @@ export type NewDelivery = Candidate & {
   /** The tag of the localization to push; null: the default content. */
   locale: string | null;
   truncation: Truncation | null;
+  /** When it is due (a send at each device's local time); null or absent: at the send's start. */
+  scheduledFor?: Date | null;
 };
 
-type TextColumn = { [K in keyof NewDelivery]: NewDelivery[K] extends string | null ? K : never }[keyof NewDelivery];
+type TextColumn = { [K in keyof NewDelivery]-?: NewDelivery[K] extends string | null ? K : never }[keyof NewDelivery];
 
 /**
  * Deliveries of any number of notifications, and each one's counters moved by what was inserted,
@@ -83,6 +93,7 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[], option
   const truncations = arrayLiteral(deliveries.map((d) => (d.truncation === null ? null : JSON.stringify(d.truncation))));
   // Without localizations, no array of nulls: unnest pads a null array's column with nulls.
   const locales = deliveries.some((d) => d.locale !== null) ? column('locale') : null;
+  const scheduled = deliveries.some((d) => d.scheduledFor) ? arrayLiteral(deliveries.map((d) => d.scheduledFor?.toISOString() ?? null)) : null;
   const notificationIds = arrayLiteral([...new Set(deliveries.map((d) => d.notificationId))]);
   await run(
     db,
@@ -90,15 +101,15 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[], option
       with inserted as (
         insert into deliveries
           (id, application_id, notification_id, installation_id, client_installation_id, user_id, platform,
-           state, reason, locale, truncation, attempts, created_at, completed_at)
+           state, reason, locale, truncation, scheduled_for, attempts, created_at, completed_at)
         select d.id, d.application_id, d.notification_id, d.installation_id, d.client_installation_id, d.user_id,
-               d.platform, d.state, d.reason, d.locale, d.truncation, 0, now(), case when d.state = 'skipped' then now() end
+               d.platform, d.state, d.reason, d.locale, d.truncation, d.scheduled_for, 0, now(), case when d.state = 'skipped' then now() end
           from unnest(${column('deliveryId')}::uuid[], ${column('applicationId')}::uuid[], ${column('notificationId')}::uuid[],
                       ${column('rowId')}::uuid[], ${column('installationId')}::text[],
                       ${column('userId')}::text[], ${column('platform')}::text[], ${column('state')}::text[],
-                      ${column('reason')}::text[], ${locales}::text[], ${truncations}::jsonb[])
+                      ${column('reason')}::text[], ${locales}::text[], ${truncations}::jsonb[], ${scheduled}::timestamptz[])
             as d(id, application_id, notification_id, installation_id, client_installation_id, user_id, platform, state,
-                 reason, locale, truncation)
+                 reason, locale, truncation, scheduled_for)
         on conflict (notification_id, installation_id) do nothing
         returning application_id, notification_id, user_id, state
       )
@@ -147,6 +158,8 @@ export type ClaimedDelivery = {
   attempts: number;
   /** The localization to push (insertDeliveries); null: the default content. */
   locale: string | null;
+  /** When it was due (a send at each device's local time): what its ttl counts from; null: the notification's time. */
+  scheduledFor: Date | null;
 };
 
 /** What a deliver batch reads of a notification: what is pushed and until when, not its recipients. */
@@ -189,7 +202,7 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
     db,
     sql<{ notifications: PushedNotification[]; pending: ClaimedDelivery[]; credential: CredentialVersion | null }>`
       with batch as materialized (
-        select id, notification_id, installation_id, state, attempts, locale from deliveries where id = any(${arrayLiteral(job.deliveryIds)}::uuid[])
+        select id, notification_id, installation_id, state, attempts, locale, scheduled_for from deliveries where id = any(${arrayLiteral(job.deliveryIds)}::uuid[])
       )
       select
         (select coalesce(json_agg(n), '[]') from (
@@ -199,7 +212,8 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
             where id = any(array(select distinct notification_id from batch))) n) as notifications,
         (select coalesce(json_agg(p), '[]') from (
            select d.id as "deliveryId", d.notification_id as "notificationId", d.installation_id as "installationRowId",
-                  i.provider_identifier as "providerIdentifier", i.status as "installationStatus", d.attempts + 1 as attempts, d.locale
+                  i.provider_identifier as "providerIdentifier", i.status as "installationStatus", d.attempts + 1 as attempts, d.locale,
+                  d.scheduled_for as "scheduledFor"
              from batch d left join installations i on i.id = d.installation_id
             where d.state = 'pending') p) as pending,
         (select json_build_object('id', c.id, 'version', floor(extract(epoch from c.updated_at) * 1000)::float8,
@@ -208,10 +222,13 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
   );
   return {
     notifications: found.notifications.map((row) => ({ ...row, createdAt: asDate(row.createdAt), scheduledFor: row.scheduledFor && asDate(row.scheduledFor) })),
-    pending: found.pending,
+    pending: found.pending.map(claimedDelivery),
     credential: found.credential,
   };
 }
+
+/** A claimed delivery's due time as a Date (json_agg writes it as text); a row without one is kept as read. */
+const claimedDelivery = (row: ClaimedDelivery): ClaimedDelivery => (row.scheduledFor ? { ...row, scheduledFor: asDate(row.scheduledFor) } : row);
 
 /**
  * Claims the batch's still-pending deliveries and counts the attempt about to be made before the
@@ -219,18 +236,20 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
  * is recorded.
  */
 export async function claimPending(db: Db, deliveryIds: string[]): Promise<ClaimedDelivery[]> {
-  return rows(
+  const claimed = await rows(
     db,
     sql<ClaimedDelivery>`
       with claimed as (
         update deliveries set attempts = attempts + 1, last_attempt_at = now()
          where id = any(${arrayLiteral(deliveryIds)}::uuid[]) and state = 'pending'
-        returning id, notification_id, installation_id, attempts, locale
+        returning id, notification_id, installation_id, attempts, locale, scheduled_for
       )
       select c.id as "deliveryId", c.notification_id as "notificationId", c.installation_id as "installationRowId",
-             i.provider_identifier as "providerIdentifier", i.status as "installationStatus", c.attempts, c.locale
+             i.provider_identifier as "providerIdentifier", i.status as "installationStatus", c.attempts, c.locale,
+             c.scheduled_for as "scheduledFor"
         from claimed c left join installations i on i.id = c.installation_id`,
   );
+  return claimed.map(claimedDelivery);
 }
 
 /** Counts an attempt of deliveries that stay pending (to be retried), when the claim did not. */
@@ -264,6 +283,8 @@ export type DeliveryRecord = {
   locale: string | null;
   truncation: Truncation | null;
   createdAt: Date;
+  /** When it is due (a send at each device's local time); null: at the send's start. */
+  scheduledFor: Date | null;
   lastAttemptAt: Date | null;
   completedAt: Date | null;
   receivedAt: Date | null;
@@ -275,12 +296,13 @@ export type DeliveryRecord = {
 const deliveryColumns = sql`
   id, notification_id as "notificationId", client_installation_id as "clientInstallationId", user_id as "userId", platform,
   state, reason, attempts, provider_message_id as "providerMessageId", locale, truncation, created_at as "createdAt",
-  last_attempt_at as "lastAttemptAt", completed_at as "completedAt", received_at as "receivedAt",
+  scheduled_for as "scheduledFor", last_attempt_at as "lastAttemptAt", completed_at as "completedAt", received_at as "receivedAt",
   displayed_at as "displayedAt", opened_at as "openedAt", dismissed_at as "dismissedAt"`;
 
 const deliveryRecord = (row: DeliveryRecord): DeliveryRecord => ({
   ...row,
   createdAt: asDate(row.createdAt),
+  scheduledFor: row.scheduledFor && asDate(row.scheduledFor),
   lastAttemptAt: row.lastAttemptAt && asDate(row.lastAttemptAt),
   completedAt: row.completedAt && asDate(row.completedAt),
   receivedAt: row.receivedAt && asDate(row.receivedAt),

@@ -163,8 +163,14 @@ export async function recipientCounts(db: Db, notificationIds: string[]): Promis
   return notificationIds.map((id) => counts.get(id) ?? 0);
 }
 
-/** A notification as its fanout reads it: what is pushed (not its recipients, resolved in SQL). */
-export type FannedNotification = Pick<NotificationRow, 'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options'> & {
+/**
+ * A notification as its fanout reads it: what is pushed (not its recipients, resolved in SQL), and
+ * when it was sent (what a send at each device's local time counts from).
+ */
+export type FannedNotification = Pick<
+  NotificationRow,
+  'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options' | 'createdAt' | 'scheduledFor'
+> & {
   applicationId: string;
   /** The providers its application has credentials for, as the fanout's transaction sees them. */
   credentialProviders: string[];
@@ -177,16 +183,24 @@ export type FannedNotification = Pick<NotificationRow, 'id' | 'title' | 'body' |
  * previous run did) as their fanout reads them: one statement for what were three round trips.
  */
 export async function startProcessing(db: Db, notificationIds: string[]): Promise<FannedNotification[]> {
-  return rows(
+  const started = await rows(
     db,
     sql<FannedNotification>`
       update notifications n set status = 'processing', processing_started_at = now()
        where id = any(${arrayLiteral(notificationIds)}::uuid[]) and status = 'queued'
       returning id, application_id as "applicationId", title, body, image_url as "imageUrl", action_url as "actionUrl",
-                localizations, data, options, audience,
+                localizations, data, options, audience, created_at as "createdAt", scheduled_for as "scheduledFor",
                 array(select c.provider from provider_credentials c where c.application_id = n.application_id) as "credentialProviders"`,
   );
+  return started.map(fannedNotification);
 }
+
+/** Its times as Dates, whichever way the driver answered them. */
+export const fannedNotification = <T extends FannedNotification>(row: T): T => ({
+  ...row,
+  createdAt: asDate(row.createdAt),
+  scheduledFor: row.scheduledFor && asDate(row.scheduledFor),
+});
 
 /** A notification as it ended: what its log line, its metrics and its `notification.completed` webhook say. */
 export type FinishedNotification = NotificationRow & { applicationId: string; completedAt: Date };
