@@ -2,23 +2,20 @@
 // run tells it which they are; a clean checkout (CI) has none, and it falls back to file size, which
 // left the slowest files to start last and run alone at the end. The files below are the slowest
 // (they spawn Herald processes, databases or Chromium); they start first, in this order, the others
-// after them by size. The suites that take turns (support/one-at-a-time.ts: crash, chaos, broadcast,
-// webhook-crash) are spread out so that one seldom holds a worker waiting for another.
+// after them by size. `processes` (the crash, chaos, broadcast and webhook-crash suites one after
+// another) is the longest by far: it starts first.
 import Sequencer from '@jest/test-sequencer';
 
 const slowestFirst = [
-  'crash',
+  'processes',
   'embedded',
   'dashboard',
   'sdk-package',
-  'chaos',
-  'broadcast',
   'scheduling',
   'observability',
   'priority',
   'fanout',
   'statistics',
-  'webhook-crash',
 ].map((name) => `/test/${name}.test.ts`);
 
 const rank = (path) => {
