@@ -12,6 +12,7 @@ import { classify, isDataOnly, jobPriority, mayAttempt, retryWindow } from './fa
 import { localeMatcher } from './locales.ts';
 import { contentFor, fitToPlatform, pushContent, type PushContent } from './payloads.ts';
 import { providerOf, type Platform } from './platforms.ts';
+import { throttledChunkSize, throttlePerMinute } from './throttle.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Fanout
@@ -76,16 +77,18 @@ export type DeliverBatchPlan = { applicationId: string; priority: number; platfo
 /**
  * The fanned-out notifications' pending deliveries in deliver batches of at most `batchSize`, by
  * application, lane and platform: many small notifications share a batch, one large one fills
- * batches of its own.
+ * batches of its own. A throttled notification's are always in batches of their own: a job that
+ * hands back what its pace cannot push yet hands back none of another notification's.
  */
 export function deliverBatches(fanouts: { notification: FannedNotification; deliveries: NewDelivery[] }[], batchSize: number): DeliverBatchPlan[] {
   const lanes = new Map<string, DeliverBatchPlan>();
   for (const { notification, deliveries } of fanouts) {
     const { applicationId } = notification;
     const priority = jobPriority(notification.options);
+    const ownBatches = throttlePerMinute(notification.options) === null ? '' : `:${notification.id}`;
     for (const { platform, deliveryId, state } of deliveries) {
       if (state !== 'pending') continue;
-      const key = `${applicationId}:${priority}:${platform}`;
+      const key = `${applicationId}:${priority}:${platform}${ownBatches}`;
       let lane = lanes.get(key);
       if (!lane) lanes.set(key, (lane = { applicationId, priority, platform, deliveryIds: [] }));
       lane.deliveryIds.push(deliveryId);
@@ -135,6 +138,35 @@ export function sortClaimed(
     else unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
   }
   return { sendable, unsendable };
+}
+
+/** A deliver job's chunk: pushed and recorded together; `pace` set for a throttled notification's, whose slots it reserves first. */
+export type DeliverChunk = { deliveries: SendableDelivery[]; pace: { notificationId: string; perMinute: number } | null };
+
+/**
+ * The sendable deliveries in the chunks a deliver job pushes them in: those of unthrottled
+ * notifications first, `size` at a time; then each throttled notification's, a chunk of about a
+ * second of its pace (throttle.ts throttledChunkSize), each of one notification only.
+ */
+export function deliverChunks(sendable: readonly SendableDelivery[], size: number): DeliverChunk[] {
+  const paced = new Map<string, { perMinute: number; deliveries: SendableDelivery[] }>();
+  const unpaced: SendableDelivery[] = [];
+  for (const delivery of sendable) {
+    const perMinute = throttlePerMinute(delivery.notification.options);
+    if (perMinute === null) {
+      unpaced.push(delivery);
+      continue;
+    }
+    let own = paced.get(delivery.notificationId);
+    if (!own) paced.set(delivery.notificationId, (own = { perMinute, deliveries: [] }));
+    own.deliveries.push(delivery);
+  }
+  return [
+    ...chunk(unpaced, size).map((deliveries): DeliverChunk => ({ deliveries, pace: null })),
+    ...[...paced].flatMap(([notificationId, { perMinute, deliveries }]) =>
+      chunk(deliveries, throttledChunkSize(perMinute, size)).map((part): DeliverChunk => ({ deliveries: part, pace: { notificationId, perMinute } })),
+    ),
+  ];
 }
 
 /**
