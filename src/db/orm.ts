@@ -26,8 +26,8 @@ export function ormConfig(clientUrl: string, poolMax = 10, bounds: DatabaseBound
     forceUtcTimezone: true,
     debug: false,
     // Tables without entities, created in migrations (rate-limiter-flexible's; the job leases; a
-    // broadcast's waves): never diffed away.
-    schemaGenerator: { skipTables: ['rate_limits', 'job_leases', 'broadcast_waves'] },
+    // broadcast's waves; the throttles' slots): never diffed away.
+    schemaGenerator: { skipTables: ['rate_limits', 'job_leases', 'broadcast_waves', 'notification_throttles'] },
     migrations: {
       path: migrationsPath,
       pathTs: migrationsPath,

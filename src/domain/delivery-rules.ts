@@ -13,6 +13,7 @@ import { dueByTimezone, localTimeRule } from './local-time.ts';
 import { localeMatcher } from './locales.ts';
 import { contentFor, fitToPlatform, pushContent, type PushContent } from './payloads.ts';
 import { providerOf, type Platform } from './platforms.ts';
+import { throttledChunkSize, throttlePerMinute } from './throttle.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Fanout
@@ -110,17 +111,20 @@ export type DeliverBatchPlan = { applicationId: string; priority: number; platfo
  * The fanned-out notifications' pending deliveries in deliver batches of at most `batchSize`, by
  * application, lane, platform and due time: many small notifications share a batch, one large one
  * fills batches of its own, and a send at each device's local time makes one set of batches per
- * instant its deliveries are due (a few dozen at most: one per UTC offset).
+ * instant its deliveries are due (a few dozen at most: one per UTC offset). A throttled
+ * notification's are always in batches of their own: a job that hands back what its pace cannot
+ * push yet hands back none of another notification's.
  */
 export function deliverBatches(fanouts: { notification: FannedNotification; deliveries: NewDelivery[] }[], batchSize: number): DeliverBatchPlan[] {
   const lanes = new Map<string, DeliverBatchPlan>();
   for (const { notification, deliveries } of fanouts) {
     const { applicationId } = notification;
     const priority = jobPriority(notification.options);
+    const ownBatches = throttlePerMinute(notification.options) === null ? '' : `:${notification.id}`;
     for (const { platform, deliveryId, state, scheduledFor } of deliveries) {
       if (state !== 'pending') continue;
       const startAfter = scheduledFor ?? null;
-      const key = `${applicationId}:${priority}:${platform}:${startAfter?.getTime() ?? 'now'}`;
+      const key = `${applicationId}:${priority}:${platform}:${startAfter?.getTime() ?? 'now'}${ownBatches}`;
       let lane = lanes.get(key);
       if (!lane) lanes.set(key, (lane = { applicationId, priority, platform, startAfter, deliveryIds: [] }));
       lane.deliveryIds.push(deliveryId);
@@ -170,6 +174,44 @@ export function sortClaimed(
     else unsendable.push(ended(delivery.deliveryId, 'failed', 'expired'));
   }
   return { sendable, unsendable };
+}
+
+/**
+ * A deliver job's chunk: pushed and recorded together; `pace` set for a throttled notification's,
+ * whose slots it reserves first: one pace per notification and due instant (`dueAt`, null for the
+ * send's start), so that with `local_time` each instant's pushes have the cap of their own.
+ */
+export type DeliverChunk = { deliveries: SendableDelivery[]; pace: Pace | null };
+export type Pace = { notificationId: string; dueAt: Date | null; perMinute: number };
+
+/** Which pace a chunk's slots come from: its notification's at its due instant. */
+export const paceKey = (pace: Pick<Pace, 'notificationId' | 'dueAt'>): string => `${pace.notificationId}:${pace.dueAt?.getTime() ?? 'start'}`;
+
+/**
+ * The sendable deliveries in the chunks a deliver job pushes them in: those of unthrottled
+ * notifications first, `size` at a time; then each throttled notification's, a chunk of about a
+ * second of its pace (throttle.ts throttledChunkSize), each of one notification and due instant only.
+ */
+export function deliverChunks(sendable: readonly SendableDelivery[], size: number): DeliverChunk[] {
+  const paced = new Map<string, { pace: Pace; deliveries: SendableDelivery[] }>();
+  const unpaced: SendableDelivery[] = [];
+  for (const delivery of sendable) {
+    const perMinute = throttlePerMinute(delivery.notification.options);
+    if (perMinute === null) {
+      unpaced.push(delivery);
+      continue;
+    }
+    const pace = { notificationId: delivery.notificationId, dueAt: delivery.scheduledFor ?? null, perMinute };
+    let own = paced.get(paceKey(pace));
+    if (!own) paced.set(paceKey(pace), (own = { pace, deliveries: [] }));
+    own.deliveries.push(delivery);
+  }
+  return [
+    ...chunk(unpaced, size).map((deliveries): DeliverChunk => ({ deliveries, pace: null })),
+    ...[...paced.values()].flatMap(({ pace, deliveries }) =>
+      chunk(deliveries, throttledChunkSize(pace.perMinute, size)).map((part): DeliverChunk => ({ deliveries: part, pace })),
+    ),
+  ];
 }
 
 /**

@@ -1392,6 +1392,15 @@ export interface components {
              */
             ttl?: number;
             /**
+             * @description At most this many of this notification's pushes go to the providers per minute, spread
+             *     evenly (one every 60/N seconds, not a burst at the start of each minute), so that a
+             *     large campaign does not bring back the opens of all its devices in the same minute.
+             *     Retries count against the same pace. The pace is shared by every worker. Pushes still
+             *     pending when their `ttl` passes are failed as `expired`, as any other. Absent: as fast
+             *     as the providers take them.
+             */
+            throttle_per_minute?: number;
+            /**
              * @description `high` → apns-priority 10 / FCM high; `normal` → 5 / normal.
              * @enum {string}
              */

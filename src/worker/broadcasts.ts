@@ -40,6 +40,7 @@ import { completeIfDone, endCancelled, type DeliverJob, type JobContext } from '
 import { noWait } from './lane-gate.ts';
 import { placement, queues } from './queue.ts';
 import { jobPriority } from '../domain/fanout.ts';
+import { throttledWalkWindow, throttlePerMinute, walkDeferralMs } from '../domain/throttle.ts';
 
 /** A walk job: a broadcast's walk, or (`wave`: its due instant, ISO) one wave of a local-time broadcast's. */
 export type WalkJob = FanoutJob & { wave?: string };
@@ -47,7 +48,7 @@ export type WalkJob = FanoutJob & { wave?: string };
 /**
  * How a walk goes: installations per batch (one transaction each), how long one job walks before
  * it queues the next slice, and how many of the broadcast's deliveries may wait to be pushed before
- * the walk waits for them.
+ * the walk waits for them (a throttled broadcast's: fewer, domain/throttle.ts throttledWalkWindow).
  */
 export type WalkSettings = { batch: number; sliceMs: number; window: number };
 
@@ -84,6 +85,13 @@ export async function runBroadcast(
     if (room === 'slice over') {
       await queueNextSlice(context, job);
       context.logger.info({ notificationId: id, walked: walkedHere }, 'broadcast walk slice ended; next slice queued');
+      return;
+    }
+    if (typeof room === 'object') {
+      // A throttled broadcast's window is full for a while: its next slice comes back when the
+      // pace should have made room, and no worker waits for it meanwhile.
+      await queueNextSlice(context, job, room.deferMs);
+      context.logger.debug({ notificationId: id, walked: walkedHere, deferMs: room.deferMs }, 'throttled broadcast walk waits for its pace; next slice deferred');
       return;
     }
     await turn();
@@ -207,24 +215,34 @@ async function queueWaves(tx: EntityManager, context: JobContext, job: FanoutJob
 /**
  * Whether the walk may write its next batch: not while the broadcast's pending deliveries fill its
  * window (it waits for the pushes), 'stopped' once the notification is not processing any more, and
- * 'slice over' when this job has walked its time.
+ * 'slice over' when this job has walked its time. A throttled broadcast's window is a couple of
+ * minutes of its pace (throttle.ts throttledWalkWindow), and when it is full the walk does not wait
+ * in its worker: the answer is how long until the pace should have made room (`deferMs`).
  */
-async function roomToWalk(db: EntityManager, id: string, settings: WalkSettings, started: number): Promise<'walk' | 'stopped' | 'slice over'> {
+async function roomToWalk(
+  db: EntityManager,
+  id: string,
+  settings: WalkSettings,
+  started: number,
+): Promise<'walk' | 'stopped' | 'slice over' | { deferMs: number }> {
   for (;;) {
     const progress = await walkProgress(db, id);
     if (!progress || progress.status !== 'processing') return 'stopped';
     if (performance.now() - started > settings.sliceMs) return 'slice over';
-    if (progress.pending < settings.window) return 'walk';
+    const perMinute = throttlePerMinute({ throttle_per_minute: progress.throttlePerMinute });
+    const window = perMinute === null ? settings.window : throttledWalkWindow(perMinute, settings.batch, settings.window);
+    if (progress.pending < window) return 'walk';
+    if (perMinute !== null) return { deferMs: walkDeferralMs(progress.pending, window, perMinute) };
     await sleep(windowPollMs);
   }
 }
 
 /**
- * The walk's next slice, queued once this one has committed its last batch. Should this process
- * die before its job is marked done, pg-boss runs the job again and two slices walk: they take
- * the notification's row in turn for each batch and read the checkpoint under it, so neither walks
- * what the other did.
+ * The walk's next slice, queued once this one has committed its last batch (due after `deferMs`
+ * when given). Should this process die before its job is marked done, pg-boss runs the job again
+ * and two slices walk: they take the notification's row in turn for each batch and read the
+ * checkpoint under it, so neither walks what the other did.
  */
-async function queueNextSlice(context: JobContext, job: WalkJob): Promise<void> {
-  await context.boss.send(queues.broadcast, job satisfies WalkJob, placement(job.applicationId, 0));
+async function queueNextSlice(context: JobContext, job: WalkJob, deferMs = 0): Promise<void> {
+  await context.boss.send(queues.broadcast, job satisfies WalkJob, { ...placement(job.applicationId, 0), ...(deferMs > 0 ? { startAfter: deferMs / 1000 } : {}) });
 }

@@ -1,27 +1,33 @@
 // The two jobs behind a send. Fanout: resolve the target users' installations, write one delivery
 // row each and queue deliver batches, all in one transaction (a send to an audience is handed to
 // its walk instead: broadcasts.ts). Deliver: push a batch, record the outcomes, retry the transient
-// ones later, and close the notification when nothing is pending.
+// ones later, and close the notification when nothing is pending. A throttled notification's pushes
+// go at the slots its pace gives them (domain/throttle.ts), and what cannot go soon waits in a job
+// of its own rather than in a worker.
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { fromKysely, type PgBoss } from 'pg-boss';
 import { noWait } from './lane-gate.ts';
-import { chunk } from '../domain/chunk.ts';
 import {
   deliverBatches,
+  deliverChunks,
   ended,
   fanOut,
   fittedContents,
   laneOf,
+  paceKey,
   noAttempt,
   settle,
   sortClaimed,
   type Attempt,
   type BatchNotifications,
+  type DeliverChunk,
   type SendableDelivery,
 } from '../domain/delivery-rules.ts';
-import { countsAttemptBeforePush, expiresAt, finalStatus, pushTimes } from '../domain/fanout.ts';
+import { countsAttemptBeforePush, expiresAt, finalStatus, mayAttempt, pushTimes } from '../domain/fanout.ts';
 import { localTimeRule } from '../domain/local-time.ts';
+import { handBackDelayMs, pacedSends, reservationLookaheadMs, slotSpacingMs, throttledSliceMs } from '../domain/throttle.ts';
 import { finishCancellation, reportCancellation } from '../domain/cancellation.ts';
 import type { Logger } from '../logging/logger.ts';
 import {
@@ -51,6 +57,7 @@ import {
   type MovedCount,
 } from '../db/sql/deliveries.ts';
 import { invalidateInstallations } from '../db/sql/installations.ts';
+import { reserveSlots } from '../db/sql/throttles.ts';
 import {
   completeNotifications,
   holdUncancelled,
@@ -323,7 +330,11 @@ async function openClient(
   }
 }
 
-/** Pushes the sendable deliveries a chunk at a time; answers the notifications found cancelled and the pushes accepted. */
+/**
+ * Pushes the sendable deliveries a chunk at a time; answers the notifications found cancelled and
+ * the pushes accepted. A throttled notification's chunks first take their slots (takeSlots) and are
+ * spread over them (sendPaced); what its pace cannot take soon is handed back to a later job.
+ */
 async function sendAndRecord(
   db: EntityManager,
   context: JobContext,
@@ -342,29 +353,145 @@ async function sendAndRecord(
   // (domain/cancellation.ts): once one is cancelled, nothing more of it is pushed, and the cancel
   // ends its deliveries left pending.
   const cancelled = new Set<string>();
+  // Throttled notifications whose pushes left in this job went to a later one (takeSlots).
+  const handedBack = new Set<string>();
   let accepted = 0;
-  for (const [index, part] of chunk(sendable, context.recordEvery).entries()) {
+  const started = performance.now();
+  const chunks = deliverChunks(sendable, context.recordEvery);
+  for (const [index, part] of chunks.entries()) {
     // A broadcast's batch gives way between its chunks while a send's job runs here (lane-gate.ts).
     if (index > 0) await turn();
+    let slots: Slots | null = null;
+    if (part.pace) {
+      if (cancelled.has(part.pace.notificationId) || handedBack.has(paceKey(part.pace))) continue;
+      slots = await takeSlots(db, context, job, notifications, chunks.slice(index), started);
+      if (slots === null) {
+        handedBack.add(paceKey(part.pace));
+        continue;
+      }
+    }
     const pushed = await db.transactional(async (tx) => {
-      const found = await holdUncancelled(tx, [...new Set(part.map((delivery) => delivery.notificationId))]);
-      const live = part.filter((delivery) => !found.has(delivery.notificationId) && !cancelled.has(delivery.notificationId));
-      const pushes = live.map(({ deliveryId, notification, providerIdentifier, locale, scheduledFor }): Push => ({
+      const found = await holdUncancelled(tx, [...new Set(part.deliveries.map((delivery) => delivery.notificationId))]);
+      const live = part.deliveries.filter((delivery) => !found.has(delivery.notificationId) && !cancelled.has(delivery.notificationId));
+      // A paced chunk has waited for its slots: a push whose ttl passed meanwhile expires, as it
+      // would at the start of a job, and was not attempted.
+      const now = new Date();
+      const expired =
+        slots === null ? [] : live.filter((delivery) => !mayAttempt(pushTimes(delivery.notification, delivery.scheduledFor), delivery.attempts, now));
+      const going = expired.length === 0 ? live : live.filter((delivery) => !expired.includes(delivery));
+      const pushes = going.map(({ deliveryId, notification, providerIdentifier, locale, scheduledFor }): Push => ({
         deliveryId,
         notificationId: notification.id,
         providerIdentifier,
         content: contentOf(notification, job.platform, locale),
         expiresAt: expiresAt(pushTimes(notification, scheduledFor)),
       }));
-      const outcomes = pushes.length > 0 ? await sendChunk(tx, context, job, client, pushes, health) : [];
-      const attempt = settle(live, outcomes, countAttempt);
-      return { found, attempt, moved: await recordIn(tx, context, job, notifications, attempt) };
+      const outcomes =
+        pushes.length === 0
+          ? []
+          : slots === null
+            ? await sendChunk(tx, context, job, client, pushes, health)
+            : await sendPaced(tx, context, job, client, pushes, health, slots);
+      const attempt = settle(going, outcomes, countAttempt);
+      const moved = await recordIn(tx, context, job, notifications, attempt);
+      const expiry = { ...noAttempt(false), results: expired.map((delivery) => ended(delivery.deliveryId, 'failed', 'expired')) };
+      if (expired.length > 0) moved.push(...(await recordIn(tx, context, job, notifications, expiry)));
+      return { found, attempt, moved };
     });
     for (const id of pushed.found) cancelled.add(id);
     reportRecorded(job, pushed.attempt, pushed.moved);
     accepted += pushed.attempt.results.filter((result) => result.state === 'accepted').length;
   }
   return { cancelled, accepted };
+}
+
+/** A chunk's reserved slots: the first at `startAt` (performance.now() time), then one every `spacingMs`. */
+type Slots = { startAt: number; spacingMs: number };
+
+/**
+ * A throttled chunk's turn (`rest` is it and the chunks after it): its slots reserved and waited
+ * for; or null when its pace is further ahead than the lookahead, or this job has paced for its
+ * slice: then the notification's pushes left in this job are handed back, as a job deferred until
+ * its pace has room, and this job goes on with the others' chunks or ends. No worker waits for a
+ * pace longer than the lookahead, and a pace of minutes is pushed by a job every few seconds, not
+ * by one job for its length.
+ */
+async function takeSlots(
+  db: EntityManager,
+  context: JobContext,
+  job: DeliverJob,
+  notifications: BatchNotifications,
+  rest: DeliverChunk[],
+  started: number,
+): Promise<Slots | null> {
+  const pace = rest[0].pace!;
+  const spacingMs = slotSpacingMs(pace.perMinute);
+  const left = () => rest.filter((part) => part.pace && paceKey(part.pace) === paceKey(pace)).flatMap((part) => part.deliveries.map((d) => d.deliveryId));
+  if (performance.now() - started > throttledSliceMs) {
+    await handBack(context, job, notifications, left(), 0);
+    return null;
+  }
+  const reservation = await reserveSlots(db, {
+    notificationId: pace.notificationId,
+    dueAt: pace.dueAt,
+    applicationId: job.applicationId,
+    count: rest[0].deliveries.length,
+    spacingMs,
+    lookaheadMs: reservationLookaheadMs,
+  });
+  if ('freeInMs' in reservation) {
+    await handBack(context, job, notifications, left(), handBackDelayMs(reservation.freeInMs));
+    return null;
+  }
+  const startAt = performance.now() + reservation.startsInMs;
+  if (reservation.startsInMs > 0) await sleep(reservation.startsInMs);
+  return { startAt, spacingMs };
+}
+
+/**
+ * A throttled notification's pushes this job leaves to a later one, in the same queue, lane and
+ * group, due after `delayMs` (relative to the database's clock, as pg-boss reads a delay). Not a
+ * retry: its attempts are not counted, and it carries no retry key, so that a provider that answers
+ * again (resumeWaitingRetries) does not bring it forward. A process that dies before this job is
+ * marked done runs the job again: the pushes then go to two jobs, and a delivery is pushed at
+ * least once, as after any crash.
+ */
+async function handBack(context: JobContext, job: DeliverJob, notifications: BatchNotifications, deliveryIds: string[], delayMs: number): Promise<void> {
+  if (deliveryIds.length === 0) return;
+  await context.boss.send(
+    deliverQueueOf(job),
+    { applicationId: job.applicationId, platform: job.platform, deliveryIds, ...(job.campaign ? { campaign: true } : {}) } satisfies DeliverJob,
+    { ...(delayMs > 0 ? { startAfter: delayMs / 1000 } : {}), ...placement(job.applicationId, laneOf(notifications)) },
+  );
+  context.logger.debug({ applicationId: job.applicationId, platform: job.platform, deliveries: deliveryIds.length, delayMs: Math.round(delayMs) }, 'throttled pushes handed back');
+}
+
+/**
+ * A reserved chunk's pushes, each at its slot (throttle.ts pacedSends): a group goes when its time
+ * comes, without waiting for the answers of the groups before it, so that a slow provider delays
+ * answers, never the pace. The times count from the first slot, not from when the chunk's
+ * transaction got its hold, so that a slow hold delays only the first push. Answers every push's
+ * outcome once all are answered.
+ */
+async function sendPaced(
+  tx: EntityManager,
+  context: JobContext,
+  job: DeliverJob,
+  client: ProviderClient,
+  pushes: Push[],
+  marks: CredentialMarks,
+  slots: Slots,
+): Promise<PushOutcome[]> {
+  const sending: Promise<PushOutcome[]>[] = [];
+  for (const group of pacedSends(pushes.length, slots.spacingMs)) {
+    const wait = slots.startAt + group.offsetMs - performance.now();
+    if (wait > 0) await sleep(wait);
+    const answers = sendChunk(tx, context, job, client, pushes.slice(group.from, group.to), marks);
+    // Awaited below; a failure must not go unhandled while the next group waits for its time.
+    answers.catch(() => undefined);
+    sending.push(answers);
+  }
+  return (await Promise.all(sending)).flat();
 }
 
 /** A job that found its notification cancelled finishes the cancel, in case the cancel itself was cut short. */

@@ -216,12 +216,16 @@ export async function setTargetUsers(db: Db, notificationId: string, users: numb
   await run(db, sql`update notifications set target_users = ${users} where id = ${notificationId} and target_users = 0`);
 }
 
-/** What a broadcast's walk reads before a batch: its deliveries not ended yet (from the counters), and its status. */
-export async function walkProgress(db: Db, notificationId: string): Promise<{ pending: number; status: string } | undefined> {
+/**
+ * What a broadcast's walk reads before a batch: its deliveries not ended yet (from the counters), its
+ * status, and its `options.throttle_per_minute` as given (null when absent), which sizes its window.
+ */
+export async function walkProgress(db: Db, notificationId: string): Promise<{ pending: number; status: string; throttlePerMinute: unknown } | undefined> {
   const [found] = await rows(
     db,
-    sql<{ pending: number; status: string }>`
-      select installations_count - accepted_count - failed_count - skipped_count as pending, status
+    sql<{ pending: number; status: string; throttlePerMinute: unknown }>`
+      select installations_count - accepted_count - failed_count - skipped_count as pending, status,
+             options->'throttle_per_minute' as "throttlePerMinute"
         from notifications where id = ${notificationId}`,
   );
   return found;
