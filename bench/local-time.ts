@@ -245,7 +245,7 @@ async function main(): Promise<number> {
   figures.status = notification[0].status;
   figures.deliveriesWrittenAhead = notification[0].ahead;
   figures.rss = rss;
-  log(`figures written to ${writeResults('local-time', figures)}`);
+  writeResults('local-time', figures);
   return 0;
 }
 
