@@ -28,17 +28,22 @@ export type NotificationCandidate = Candidate & { notificationId: string };
  * subquery behind `offset 0`, which the planner cannot flatten into a join: as a join, with its
  * estimate of an application's installations off (it guesses 10 users an array), it chose a hash
  * join on the application that compared every one of its installations with every user id, orders
- * of magnitude slower than the probes (docs/PERFORMANCE.md).
+ * of magnitude slower than the probes (docs/PERFORMANCE.md). A test send's installation ids are
+ * probed the same way, each in (application_id, installation_id): an id of no installation of the
+ * notification's application finds nothing, another application's installation included.
  * `withLocale`: read each device's locale too (a notification with localizations).
  */
 export async function targetInstallations(db: Db, notificationIds: string[], withLocale = false): Promise<NotificationCandidate[]> {
   const deviceLocale = withLocale ? sql`i.device->>'locale'` : sql`null`;
+  const columns = sql`
+    n.id as "notificationId", i.id as "rowId", i.installation_id as "installationId", i.user_id as "userId",
+    i.platform, i.provider_identifier as "providerIdentifier", i.permission, i.last_seen_at as "lastSeenAt",
+    ${deviceLocale} as "deviceLocale"`;
+  const ids = arrayLiteral(notificationIds);
   const found = await rows(
     db,
     sql<NotificationCandidate>`
-      select n.id as "notificationId", i.id as "rowId", i.installation_id as "installationId", i.user_id as "userId",
-             i.platform, i.provider_identifier as "providerIdentifier", i.permission, i.last_seen_at as "lastSeenAt",
-             ${deviceLocale} as "deviceLocale"
+      select ${columns}
         from notifications n
              cross join lateral unnest(n.user_ids) as u(user_id)
              cross join lateral (
@@ -46,7 +51,17 @@ export async function targetInstallations(db: Db, notificationIds: string[], wit
                 where i.application_id = n.application_id and i.user_id = u.user_id and i.status = 'active'
                offset 0
              ) i
-       where n.id = any(${arrayLiteral(notificationIds)}::uuid[])`,
+       where n.id = any(${ids}::uuid[])
+      union all
+      select ${columns}
+        from notifications n
+             cross join lateral unnest(n.installation_ids) as t(installation_id)
+             cross join lateral (
+               select * from installations i
+                where i.application_id = n.application_id and i.installation_id = t.installation_id and i.status = 'active'
+               offset 0
+             ) i
+       where n.id = any(${ids}::uuid[])`,
   );
   return found.map((row) => ({ ...row, lastSeenAt: asDate(row.lastSeenAt) }));
 }
@@ -118,13 +133,14 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[], option
  * NOT IN, not a NOT EXISTS per row: the notifications' earlier users are read once into a hash.
  * Probing the (notification_id, …) index once per inserted row visited every row the statement
  * inserted each time (their index entries are there, only invisible): O(n²), ~150 ms a fanout.
+ * An installation without a user (only a test send reaches one) counts as one, as an audience's do.
  */
 const users = (notificationIds: string) => sql`
   count(distinct i.user_id) filter (
     where (i.notification_id, i.user_id) not in (
       select e.notification_id, e.user_id from deliveries e
        where e.notification_id = any(${notificationIds}::uuid[]) and e.user_id is not null)
-  )`;
+  ) + count(*) filter (where i.user_id is null)`;
 
 /**
  * The same for a batch of a broadcast's walk: a probe of each user's deliveries in the application
