@@ -25,8 +25,9 @@ export function ormConfig(clientUrl: string, poolMax = 10, bounds: DatabaseBound
     // Timestamps are written and read as UTC, whatever the database server's time zone.
     forceUtcTimezone: true,
     debug: false,
-    // Tables without entities, created in migrations (rate-limiter-flexible's; the job leases): never diffed away.
-    schemaGenerator: { skipTables: ['rate_limits', 'job_leases'] },
+    // Tables without entities, created in migrations (rate-limiter-flexible's; the job leases; the hourly
+    // statistics, written in SQL only): never diffed away.
+    schemaGenerator: { skipTables: ['rate_limits', 'job_leases', 'hourly_statistics'] },
     migrations: {
       path: migrationsPath,
       pathTs: migrationsPath,

@@ -5,6 +5,7 @@ import { arrayLiteral } from '../array-literal.ts';
 import type { Truncation } from '../entities.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
 import type { NotificationRow } from './notifications.ts';
+import { addToHours, currentHour } from './statistics.ts';
 
 /** An active installation a notification may go to: `rowId` is the row, `installationId` the app's id. */
 export type Candidate = {
@@ -80,8 +81,8 @@ export type NewDelivery = Candidate & {
 type TextColumn = { [K in keyof NewDelivery]: NewDelivery[K] extends string | null ? K : never }[keyof NewDelivery];
 
 /**
- * Deliveries of any number of notifications, and each one's counters moved by what was inserted,
- * in one statement. Unique per (notification, installation): a re-run of the fanout inserts
+ * Deliveries of any number of notifications, and each one's counters moved by what was inserted
+ * (and its application's hour by the skipped ones), in one statement. Unique per (notification, installation): a re-run of the fanout inserts
  * nothing twice. A user counts once per notification: only when none of their deliveries existed
  * before the statement (which sees the rows as they were when it began, not those it inserts).
  * The fanout calls it once per batch of notifications; tests call it a row at a time.
@@ -116,15 +117,20 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[], option
                  reason, locale, truncation)
         on conflict (notification_id, installation_id) do nothing
         returning application_id, notification_id, user_id, state
+      ), counted as (
+        update notifications n
+           set users_count = n.users_count + c.users, installations_count = n.installations_count + c.installations,
+               skipped_count = n.skipped_count + c.skipped
+          from (select i.notification_id, ${options.walk ? walkUsers : users(notificationIds)} as users,
+                       count(*) as installations, count(*) filter (where i.state = 'skipped') as skipped
+                  from inserted i
+                 group by i.notification_id) c
+         where n.id = c.notification_id
+        returning n.application_id, c.skipped
       )
-      update notifications n
-         set users_count = n.users_count + c.users, installations_count = n.installations_count + c.installations,
-             skipped_count = n.skipped_count + c.skipped
-        from (select i.notification_id, ${options.walk ? walkUsers : users(notificationIds)} as users,
-                     count(*) as installations, count(*) filter (where i.state = 'skipped') as skipped
-                from inserted i
-               group by i.notification_id) c
-       where n.id = c.notification_id`,
+      ${addToHours(sql`
+        select application_id, ${currentHour}, 0, 0, 0, sum(skipped), 0 from counted
+         group by application_id having sum(skipped) > 0 order by application_id`)}`,
   );
 }
 
@@ -340,8 +346,8 @@ export async function userDeliveryRows(
 export type MovedCount = { state: DeliveryResult['state']; reason: string | null; count: number };
 
 /**
- * Records a batch's final outcomes and moves their notifications' counters, in one statement
- * (deliveries to retry are not among them). Only a delivery still pending moves, so a replayed
+ * Records a batch's final outcomes and moves their notifications' counters and their
+ * applications' hours (db/sql/statistics.ts), in one statement (deliveries to retry are not among them). Only a delivery still pending moves, so a replayed
  * outcome counts nothing twice. A delivery skipped at send time (installation deleted...) pushed
  * nothing, so nothing was cut and no localization sent. `countAttempt`: the attempt is counted
  * here (claimPending). Answers what moved, by state and reason (for the metrics, which therefore
@@ -384,6 +390,11 @@ export async function recordResults(
                        count(*) filter (where state = 'failed') as failed, count(*) filter (where state = 'skipped') as skipped
                   from moved group by notification_id) c
          where n.id = c.notification_id
+        returning n.application_id, c.accepted, c.failed, c.skipped
+      ), hours as (
+        ${addToHours(sql`
+          select application_id, ${currentHour}, 0, sum(accepted), sum(failed), sum(skipped), 0
+            from counted group by application_id order by application_id`)}
       )
       select state, reason, count(*)::int as count ${withFailed ? failedAlso : sql`from moved group by state, reason`}`,
   );
@@ -394,7 +405,7 @@ export async function recordResults(
 
 /**
  * Ends every still-pending delivery of the notification as skipped, reason `cancelled`, and moves
- * the counters with them, in one statement. Answers how many moved, per platform.
+ * the counters and the application's hour with them, in one statement. Answers how many moved, per platform.
  */
 export async function skipPendingAsCancelled(db: Db, notificationId: string): Promise<{ platform: string; count: number }[]> {
   return rows(
@@ -405,8 +416,12 @@ export async function skipPendingAsCancelled(db: Db, notificationId: string): Pr
          where notification_id = ${notificationId} and state = 'pending'
         returning platform
       ), counted as (
-        update notifications set skipped_count = skipped_count + (select count(*) from moved)
-         where id = ${notificationId}
+        update notifications n set skipped_count = n.skipped_count + c.skipped
+          from (select count(*) as skipped from moved) c
+         where n.id = ${notificationId} and c.skipped > 0
+        returning n.application_id, c.skipped
+      ), hours as (
+        ${addToHours(sql`select application_id, ${currentHour}, 0, 0, 0, skipped, 0 from counted`)}
       )
       select platform, count(*)::int as count from moved group by platform`,
   );

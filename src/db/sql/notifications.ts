@@ -5,6 +5,7 @@ import type { components } from '../../generated/api.ts';
 import { arrayLiteral } from '../array-literal.ts';
 import type { Audience, Localizations } from '../entities.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
+import { addToHours, currentHour } from './statistics.ts';
 
 /** What a notification's view shows: its counters, and how many users it targets, not who. */
 export type NotificationRow = {
@@ -111,7 +112,9 @@ export type NewNotification = Pick<
  * Stores a queued notification, and with an Idempotency-Key claims the key for it in the same
  * statement: undefined, with nothing written, when an unexpired claim of the key exists. A
  * concurrent claim of the same key blocks on the unique index until the first transaction ends,
- * so simultaneous retries create exactly one notification. An expired claim is taken over.
+ * so simultaneous retries create exactly one notification. An expired claim is taken over. A
+ * notification stored counts one send in its application's hour (db/sql/statistics.ts), in the
+ * same statement; a replay stores nothing and counts nothing.
  */
 export async function insertNotification(
   db: Db,
@@ -144,6 +147,8 @@ export async function insertNotification(
                ${n.audience === null ? null : JSON.stringify(n.audience)}::jsonb, ${n.segment}::text, ${targetUsers}::int
          where exists (select from claimed)
         returning ${notificationColumns}
+      ), counted as (
+        ${addToHours(sql`select ${n.applicationId}::uuid, ${currentHour}, 1, 0, 0, 0, 0 from stored`)}
       )
       select * from stored`,
   );
