@@ -26,8 +26,8 @@ export function ormConfig(clientUrl: string, poolMax = 10, bounds: DatabaseBound
     forceUtcTimezone: true,
     debug: false,
     // Tables without entities, created in migrations (rate-limiter-flexible's; the job leases; the hourly
-    // statistics, written in SQL only): never diffed away.
-    schemaGenerator: { skipTables: ['rate_limits', 'job_leases', 'hourly_statistics'] },
+    // statistics and tag summaries, written in SQL only): never diffed away.
+    schemaGenerator: { skipTables: ['rate_limits', 'job_leases', 'hourly_statistics', 'tag_summaries'] },
     migrations: {
       path: migrationsPath,
       pathTs: migrationsPath,
