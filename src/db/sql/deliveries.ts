@@ -5,7 +5,7 @@ import { arrayLiteral } from '../array-literal.ts';
 import type { Truncation } from '../entities.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
 import type { NotificationRow } from './notifications.ts';
-import { addToHours, currentHour } from './statistics.ts';
+import { addToHours } from './statistics.ts';
 
 /** An active installation a notification may go to: `rowId` is the row, `installationId` the app's id. */
 export type Candidate = {
@@ -129,8 +129,8 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[], option
         returning n.application_id, c.skipped
       )
       ${addToHours(sql`
-        select application_id, ${currentHour}, 0, 0, 0, sum(skipped), 0 from counted
-         group by application_id having sum(skipped) > 0 order by application_id`)}`,
+        select application_id, 0, 0, 0, sum(skipped), 0 from counted
+         group by application_id having sum(skipped) > 0`)}`,
   );
 }
 
@@ -393,8 +393,8 @@ export async function recordResults(
         returning n.application_id, c.accepted, c.failed, c.skipped
       ), hours as (
         ${addToHours(sql`
-          select application_id, ${currentHour}, 0, sum(accepted), sum(failed), sum(skipped), 0
-            from counted group by application_id order by application_id`)}
+          select application_id, 0, sum(accepted), sum(failed), sum(skipped), 0
+            from counted group by application_id`)}
       )
       select state, reason, count(*)::int as count ${withFailed ? failedAlso : sql`from moved group by state, reason`}`,
   );
@@ -421,7 +421,7 @@ export async function skipPendingAsCancelled(db: Db, notificationId: string): Pr
          where n.id = ${notificationId} and c.skipped > 0
         returning n.application_id, c.skipped
       ), hours as (
-        ${addToHours(sql`select application_id, ${currentHour}, 0, 0, 0, skipped, 0 from counted`)}
+        ${addToHours(sql`select application_id, 0, 0, 0, skipped, 0 from counted`)}
       )
       select platform, count(*)::int as count from moved group by platform`,
   );

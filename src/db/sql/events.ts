@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import type { components } from '../../generated/api.ts';
 import { type Db, asDate, rows } from './execute.ts';
-import { addToHours, currentHour } from './statistics.ts';
+import { addToHours } from './statistics.ts';
 
 export type EventRow = {
   eventId: string;
@@ -55,7 +55,7 @@ export async function reportEvent(
   // A delivery's first `opened` is an open of the application's hour too (db/sql/statistics.ts),
   // taken after the notification's row, as every statement takes them.
   const opened = firstSeen.counter === 'opened_count'
-    ? sql`, hours as (${addToHours(sql`select application_id, ${currentHour}, 0, 0, 0, 0, 1 from counted`)})`
+    ? sql`, hours as (${addToHours(sql`select application_id, 0, 0, 0, 0, 1 from counted`)})`
     : sql``;
   const [found] = await rows(
     db,

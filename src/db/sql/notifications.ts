@@ -5,7 +5,7 @@ import type { components } from '../../generated/api.ts';
 import { arrayLiteral } from '../array-literal.ts';
 import type { Audience, Localizations } from '../entities.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
-import { addToHours, currentHour } from './statistics.ts';
+import { addToHours } from './statistics.ts';
 
 /** What a notification's view shows: its counters, and how many users it targets, not who. */
 export type NotificationRow = {
@@ -148,7 +148,7 @@ export async function insertNotification(
          where exists (select from claimed)
         returning ${notificationColumns}
       ), counted as (
-        ${addToHours(sql`select ${n.applicationId}::uuid, ${currentHour}, 1, 0, 0, 0, 0 from stored`)}
+        ${addToHours(sql`select ${n.applicationId}::uuid, 1, 0, 0, 0, 0 from stored`)}
       )
       select * from stored`,
   );

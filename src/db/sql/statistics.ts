@@ -5,53 +5,66 @@
 import { sql, type RawBuilder } from 'kysely';
 import { type Db, asDate, rows } from './execute.ts';
 
-/** The UTC hour a counter moved in: the hour of its transaction's start, as `completed_at` is written. */
-export const currentHour = sql`date_trunc('hour', now(), 'UTC')`;
+/**
+ * Rows per application-hour: each statement adds to the one of its connection (its backend's pid
+ * modulo this), so that transactions on different connections seldom wait for each other's. A
+ * send holds its row until its COMMIT, a round trip (and the quota's) after its store: with one
+ * row per application-hour, one application's concurrent sends queued on it (docs/DESIGN.md,
+ * "Hourly statistics, as built"). A read adds an hour's rows up: at most this many per hour.
+ */
+export const slotsPerHour = 16;
 
 /**
- * The body of a data-modifying `with` that adds counts to application-hours. `counts` is a select
- * of (application_id, hour, sends, accepted, failed, skipped, opens), at most one row per
- * application, and none when there is nothing to add: a statement that moved nothing must not take
- * the row's lock, which every statement of the application's hour waits on (one row per
- * application-hour: docs/DESIGN.md). Rows in application order, so that a statement touching
- * several applications (a batch of fanouts) takes their rows in the order any other does. The
- * select aggregates what the notifications' counters' update returned, so the hour's row is taken
- * after every notification row the statement moves: the lock order everywhere (delivery rows, the
- * notification's, then the hour's). Taken before, a batch's outcomes holding the hour and waiting
- * for the notification would deadlock with a broadcast's walk, which holds the notification's row
- * for its batch.
+ * The body of a data-modifying `with` that adds counts to the application-hours of the moment the
+ * statement's transaction began (UTC hours). `counts` is a select of (application_id, sends,
+ * accepted, failed, skipped, opens), at most one row per application, and none when there is
+ * nothing to add: a statement that moved nothing must not take a row's lock. Rows are taken in
+ * application order, so that a statement touching several applications (a batch of fanouts) takes
+ * them in the order any other does. Callers aggregate what the notifications' counters' update
+ * returned, so the hour's row is taken after every notification row the statement moves: the lock
+ * order everywhere (delivery rows, the notification's, then the hour's). Taken before, a batch's
+ * outcomes holding the hour and waiting for the notification would deadlock with a broadcast's
+ * walk, which holds the notification's row for its batch.
  */
 export function addToHours(counts: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`
-    insert into hourly_statistics as h (application_id, hour, sends, accepted, failed, skipped, opens)
-    ${counts}
-    on conflict (application_id, hour) do update
+    insert into hourly_statistics as h (application_id, hour, slot, sends, accepted, failed, skipped, opens)
+    select c.application_id, date_trunc('hour', now(), 'UTC'), pg_backend_pid() % ${slotsPerHour},
+           c.sends, c.accepted, c.failed, c.skipped, c.opens
+      from (${counts}) as c(application_id, sends, accepted, failed, skipped, opens)
+     order by c.application_id
+    on conflict (application_id, hour, slot) do update
       set sends = h.sends + excluded.sends, accepted = h.accepted + excluded.accepted, failed = h.failed + excluded.failed,
           skipped = h.skipped + excluded.skipped, opens = h.opens + excluded.opens`;
 }
 
 export type HourRow = { hour: Date; sends: number; accepted: number; failed: number; skipped: number; opens: number };
 
-/** The application's stored hours in [from, to), oldest first; hours with nothing counted have no row. */
+/**
+ * The application's stored hours in [from, to), oldest first, each hour's rows added up; hours with
+ * nothing counted have none. Reads at most 745 hours' rows through the primary key.
+ */
 export async function hourRows(db: Db, applicationId: string, range: { from: Date; to: Date }): Promise<HourRow[]> {
   const found = await rows(
     db,
     sql<HourRow>`
-      select hour, sends, accepted, failed, skipped, opens from hourly_statistics
+      select hour, sum(sends)::int as sends, sum(accepted)::int as accepted, sum(failed)::int as failed,
+             sum(skipped)::int as skipped, sum(opens)::int as opens
+        from hourly_statistics
        where application_id = ${applicationId} and hour >= ${range.from} and hour < ${range.to}
-       order by hour`,
+       group by hour order by hour`,
   );
   return found.map((row) => ({ ...row, hour: asDate(row.hour) }));
 }
 
-/** Retention: up to `limit` hours older than the horizon, of any application. Answers how many went. */
+/** Retention: up to `limit` rows of hours older than the horizon, of any application. Answers how many went. */
 export async function deleteExpiredHours(db: Db, retentionDays: number, limit: number): Promise<number> {
   const [{ count }] = await rows(
     db,
     sql<{ count: number }>`
       with gone as (
-        delete from hourly_statistics where (application_id, hour) in (
-          select application_id, hour from hourly_statistics where hour < now() - make_interval(days => ${retentionDays}) limit ${limit})
+        delete from hourly_statistics where (application_id, hour, slot) in (
+          select application_id, hour, slot from hourly_statistics where hour < now() - make_interval(days => ${retentionDays}) limit ${limit})
         returning 1
       )
       select count(*)::int as count from gone`,
