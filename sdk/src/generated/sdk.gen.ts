@@ -399,10 +399,10 @@ export const countAudience = <ThrowOnError extends boolean = false>(options: Opt
  * says when it was computed (`refreshed_at`). After the application's installations change
  * (a registration, a tag written, an installation deleted or invalidated), the summary is
  * recomputed within about 6 minutes (at most every 5 minutes, found by a sweep every
- * minute), plus the time the recompute takes (seconds at a million installations). The
- * first call of an application computes it at once when the application has at most 10,000
- * active installations; with more, it answers `data: []` and `refreshed_at: null` and the
- * summary follows within a minute or so.
+ * minute), plus the time the recompute takes (about a second at a million installations).
+ * An application's first call computes it at once when the application has at most 10,000
+ * active installations; with more, it answers `data: []` and `refreshed_at: null` and asks a
+ * worker, which computes it within seconds.
  *
  */
 export const listTags = <ThrowOnError extends boolean = false>(options?: Options<ListTagsData, ThrowOnError>): RequestResult<ListTagsResponses, ListTagsErrors, ThrowOnError> => (options?.client ?? client).get<ListTagsResponses, ListTagsErrors, ThrowOnError>({
