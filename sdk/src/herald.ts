@@ -8,8 +8,8 @@ import {
   deleteInstallation,
   deleteSegment,
   getApp,
-  getHourlyStats,
   getSegment,
+  hourlyStats,
   listSegments,
   listTags,
   putSegment,
@@ -318,7 +318,7 @@ export function createHerald(options: HeraldOptions): Herald {
     async hourlyStats({ from, to } = {}) {
       const dateTime = (value: string | Date | undefined) => (value instanceof Date ? value.toISOString() : value);
       const query = { from: dateTime(from), to: dateTime(to) };
-      const { data } = await idempotent((signal) => getHourlyStats({ client, signal, query }));
+      const { data } = await idempotent((signal) => hourlyStats({ client, signal, query }));
       return data;
     },
     async waitForCompletion(notificationId, { timeoutMs = 60_000, intervalMs = 1_000 } = {}) {

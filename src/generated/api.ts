@@ -475,7 +475,7 @@ export interface paths {
          *     at most 31 days after it (422 naming `to`, or `from` when `to` was left out). Give the
          *     times in UTC (`Z`) or encode a `+` offset as `%2B` in the query.
          */
-        get: operations["getHourlyStats"];
+        get: operations["hourlyStats"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3476,7 +3476,7 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    getHourlyStats: {
+    hourlyStats: {
         parameters: {
             query?: {
                 /**

@@ -2472,7 +2472,7 @@ export type ListTagsResponses = {
 
 export type ListTagsResponse = ListTagsResponses[keyof ListTagsResponses];
 
-export type GetHourlyStatsData = {
+export type HourlyStatsData = {
     body?: never;
     path?: never;
     query?: {
@@ -2488,7 +2488,7 @@ export type GetHourlyStatsData = {
     url: '/api/v1/stats/hourly';
 };
 
-export type GetHourlyStatsErrors = {
+export type HourlyStatsErrors = {
     /**
      * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
      * says so), or the path cannot be percent-decoded.
@@ -2519,16 +2519,16 @@ export type GetHourlyStatsErrors = {
     503: Error;
 };
 
-export type GetHourlyStatsError = GetHourlyStatsErrors[keyof GetHourlyStatsErrors];
+export type HourlyStatsError = HourlyStatsErrors[keyof HourlyStatsErrors];
 
-export type GetHourlyStatsResponses = {
+export type HourlyStatsResponses = {
     /**
      * One row per hour of the range, oldest first.
      */
     200: HourlyStats;
 };
 
-export type GetHourlyStatsResponse = GetHourlyStatsResponses[keyof GetHourlyStatsResponses];
+export type HourlyStatsResponse = HourlyStatsResponses[keyof HourlyStatsResponses];
 
 export type ListWebhooksData = {
     body?: never;
