@@ -174,6 +174,13 @@ bench-user-deliveries: install
 bench-audience-count: install
 	node bench/audience-count.ts
 
+# The tag-summary benchmark (bench/tags.ts): at the same 1,000,000 installations, GET /api/v1/tags
+# through the real app (p50/p95 over 50 reads against the goal p95 ≤ 300 ms), the first read of an
+# application without a summary, and how long the worker's computation of the summary takes.
+.PHONY: bench-tags
+bench-tags: install
+	node bench/tags.ts
+
 # The API benchmark (bench/api.ts): Herald's API hot paths (PUT/PATCH/GET installation, POST event,
 # GET notification and the list) under autocannon, against a bare express + pg ceiling doing the same
 # work (bench/api-ceiling.ts) on the same tables, alternating rounds (Herald/ceiling req/s ≥ 0.6);

@@ -24,7 +24,7 @@ import { loadDocument } from '../src/http/document.ts';
 import { openSendLimiter } from '../src/http/send-limiter.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { defaultQueueSchema } from '../src/service/config.ts';
-import { fanoutQueue, startBoss, webhookEnqueuer } from '../src/worker/queue.ts';
+import { fanoutQueue, startBoss, tagSummaryQueue, webhookEnqueuer } from '../src/worker/queue.ts';
 import { simulatorKeys, type SimulatorKeys } from '../src/cli/simulate.ts';
 // Ports as the tests take them.
 export { freePort } from '../test/support/ports.ts';
@@ -261,6 +261,7 @@ export async function startBenchApi(url: string, orm: Orm, cleanups: Cleanups, p
     orm,
     sends,
     fanouts: fanoutQueue(boss),
+    tagSummaries: tagSummaryQueue(boss),
     webhooks: createWebhookOutbox(webhookEnqueuer(boss)),
     logger: silent,
     document: loadDocument(),

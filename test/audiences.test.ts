@@ -147,10 +147,13 @@ describe('who a send reaches', () => {
     ['user_ids and segment', { user_ids: ['a'], segment: 'x' }],
     ['audience and segment', { audience: { all: true }, segment: 'x' }],
     ['all three', { user_ids: ['a'], audience: { all: true }, segment: 'x' }],
+    ['user_ids and installation_ids', { user_ids: ['a'], installation_ids: ['i'] }],
+    ['audience and installation_ids', { audience: { all: true }, installation_ids: ['i'] }],
+    ['segment and installation_ids', { segment: 'x', installation_ids: ['i'] }],
   ])('%s together is 422 naming recipients', async (_, recipients) => {
     const res = await send(recipients);
     expect(res.status).toBe(422);
-    expect(res.body.errors).toEqual({ recipients: ['The recipients field must have exactly one of user_ids, audience or segment.'] });
+    expect(res.body.errors).toEqual({ recipients: ['The recipients field must have exactly one of user_ids, audience, segment or installation_ids.'] });
   });
 
   test.each<[string, object, string[]]>([

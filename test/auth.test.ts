@@ -100,6 +100,8 @@ const operations: Operation[] = [
   { name: 'getSegment', method: 'get', path: '/api/v1/segments/auth-segment', ability: 'notifications:read' },
   { name: 'deleteSegment', method: 'delete', path: '/api/v1/segments/auth-segment', ability: 'segments:write' },
   { name: 'countAudience', method: 'post', path: '/api/v1/audiences/count', ability: 'notifications:read', body: { audience: { all: true } } },
+  { name: 'listTags', method: 'get', path: '/api/v1/tags', ability: 'notifications:read' },
+  { name: 'hourlyStats', method: 'get', path: '/api/v1/stats/hourly', ability: 'notifications:read' },
 ];
 
 /** Exactly the operation's ability, or for one that needs none, a token with a single unrelated one. */

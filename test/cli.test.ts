@@ -104,7 +104,7 @@ test('an empty HERALD_CREDENTIALS_KEY stops every command at start, with the for
 
 test('--help lists the commands', async () => {
   const help = await herald('--help');
-  for (const command of ['start', 'serve', 'work', 'migrate', 'apps', 'tokens', 'webhooks', 'segments']) expect(help).toContain(command);
+  for (const command of ['start', 'serve', 'work', 'migrate', 'apps', 'tokens', 'webhooks', 'segments', 'tags', 'stats']) expect(help).toContain(command);
 });
 
 test("tokens create --help names every ability, the audiences' included", async () => {
@@ -135,6 +135,39 @@ test('an operator saves segments, sees their sizes, counts an audience and delet
   expect(read.body.data.audience).toEqual({ tags: [{ key: 'plan', op: 'eq', value: 'pro' }] });
   expect(await herald('segments', 'delete', '--app', appId, 'pro')).toBe('Deleted segment pro.\n');
   await expect(herald('segments', 'delete', '--app', appId, 'pro')).rejects.toMatchObject({ code: 1, stderr: 'herald: No segment pro.\n' });
+});
+
+test("an operator lists an application's tags and its hourly statistics, with the API's rules", async () => {
+  const appId = /Created application (\S+)/.exec(await herald('apps', 'create', '--name', 'CLI tags'))![1];
+  expect(await herald('tags', '--app', appId)).toMatch(/^No tags\.\n\(computed \d{4}-.*Z\)\n$/);
+  const token = await createToken(harness.orm.em.fork(), { applicationId: appId, name: 'backend', abilities: ['*'] });
+  for (const [id, plan] of [['cli-tag-1', 'pro'], ['cli-tag-2', 'free'], ['cli-tag-3', 'free']]) {
+    await request(harness.app)
+      .put(`/api/v1/installations/${id}`)
+      .set('Authorization', `Bearer ${token.plaintext}`)
+      .send({ platform: 'android', provider: { identifier: id }, tags: { plan, country: 'de' } });
+  }
+  // The stored summary until it is computed again (by a worker, or here with --refresh).
+  expect(await herald('tags', '--app', appId)).toMatch(/^No tags\./);
+  // Keys carried by as many installations in byte order.
+  expect(await herald('tags', '--app', appId, '--refresh')).toMatch(/^country {2}3 installations: de 3\nplan {2}3 installations: free 2, pro 1\n\(computed /);
+
+  await request(harness.app)
+    .post('/api/v1/notifications')
+    .set('Authorization', `Bearer ${token.plaintext}`)
+    .send({ recipients: { user_ids: ['nobody'] }, notification: { title: 'Hi' } })
+    .expect(202);
+  const now = Date.now();
+  const hours = await herald('stats', 'hourly', '--app', appId, '--from', new Date(now - 2 * 3_600_000).toISOString(), '--to', new Date(now + 1).toISOString());
+  const lines = hours.trimEnd().split('\n');
+  expect(lines[0]).toBe('hour (UTC)               sends  accepted    failed   skipped     opens');
+  expect(lines).toHaveLength(4);
+  const hour = new Date(Math.floor(now / 3_600_000) * 3_600_000).toISOString().slice(0, 16).split('T');
+  expect(lines.at(-1)!.split(/ +/)).toEqual([...hour, '1', '0', '0', '0', '0']);
+  await expect(herald('stats', 'hourly', '--app', appId, '--from', '2026-01-01T00:00:00Z', '--to', '2026-03-01T00:00:00Z')).rejects.toMatchObject({
+    code: 1,
+    stderr: 'herald: The to field must be at most 31 days after from.\n',
+  });
 });
 
 test('segments set refuses an audience that is not JSON, not an audience, or empty, saying why', async () => {

@@ -213,3 +213,23 @@ test('HERALD_RETENTION_DAYS is a whole number of days, at least 1; 30 when unset
     expect(() => loadConfig({ HERALD_RETENTION_DAYS: value })).toThrow(/HERALD_RETENTION_DAYS/);
   }
 });
+
+test("the hourly rollup's hours older than the retention go, a batch at a time; younger ones stay", async () => {
+  const application = await harness.newApplication();
+  const em = harness.orm.em.fork();
+  // 5 hours past the 30 days, 3 within.
+  await em.execute(
+    `insert into hourly_statistics (application_id, hour, sends)
+     select ?, date_trunc('hour', now(), 'UTC') - make_interval(hours => h), 1 from unnest(array[1, 24, 719, 721, 722, 800, 900, 2000]) h`,
+    [application.id],
+  );
+  const batches: RetentionBatch[] = [];
+  const removed = await retention({ batchSize: 2, onBatch: (batch) => batches.push(batch) });
+  expect(removed.hours).toBeGreaterThanOrEqual(5);
+  expect(batches.filter((batch) => batch.table === 'hourly_statistics').every((batch) => batch.rows <= 2)).toBe(true);
+  const left = await em.execute<{ hours: number }[]>(
+    `select extract(epoch from date_trunc('hour', now(), 'UTC') - hour)::int / 3600 as hours from hourly_statistics where application_id = ? order by hour desc`,
+    [application.id],
+  );
+  expect(left.map((row) => row.hours)).toEqual([1, 24, 719]);
+});

@@ -483,3 +483,34 @@ describe('audiences', () => {
     expect((missing as HeraldError).status).toBe(404);
   });
 });
+
+describe('test sends, tags and hourly statistics', () => {
+  test('a test send to installation ids, the tag summary and the hours through typed calls', async () => {
+    const { herald, log } = await newHerald();
+    await herald.registerInstallation('sdk-test-phone', { platform: 'ios', provider: { identifier: 'sdk-test-phone' }, user_id: 'ann', permission: 'authorized', tags: { plan: 'pro' } });
+    const sentAt = new Date();
+    const { data } = await herald.send({ recipients: { installation_ids: ['sdk-test-phone', 'sdk-no-such-phone'] }, notification: { title: 'Test' } });
+    expect(data.target_users).toBe(2);
+    const done = await herald.waitForCompletion(data.id, { intervalMs: 100 });
+    expect(done.statistics).toMatchObject({ installations: 1, accepted: 1 });
+
+    expect(await herald.listTags()).toEqual({ data: [{ key: 'plan', installations: 1, values: [{ value: 'pro', installations: 1 }] }], refreshed_at: expect.any(String) });
+
+    // Dates or strings; a `+` offset reaches the server encoded.
+    const from = new Date(sentAt.getTime() - 3_600_000);
+    const hours = await herald.hourlyStats({ from, to: new Date(Date.now() + 1) });
+    expect(hours.reduce((sum, hour) => sum + hour.sends, 0)).toBe(1);
+    expect(hours.reduce((sum, hour) => sum + hour.accepted, 0)).toBe(1);
+    expect((await herald.hourlyStats({ from: '2026-12-01T01:00:00+01:00', to: '2026-12-01T02:00:00+01:00' })).map((hour) => hour.hour)).toEqual([
+      '2026-12-01T00:00:00.000Z',
+    ]);
+    expect(log.requests.at(-1)!.url).toContain('from=2026-12-01T01%3A00%3A00%2B01%3A00');
+    // The default: the 24 hours before now, from the start of the first.
+    expect([24, 25]).toContain((await herald.hourlyStats()).length);
+
+    const tooLong = (await failureOf(herald.hourlyStats({ from: '2026-01-01T00:00:00Z', to: '2026-03-01T00:00:00Z' }))) as HeraldError;
+    expect(tooLong).toBeInstanceOf(HeraldError);
+    expect(tooLong.status).toBe(422);
+    expect(Object.keys(tooLong.errors ?? {})).toEqual(['to']);
+  });
+});

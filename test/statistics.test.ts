@@ -1,11 +1,13 @@
 // The statistics are counters on the notification, moved by the statements that move the
 // delivery rows. Under concurrent batches, retries, failures and events reported twice at once,
-// a recount from the rows must find them equal, and reading one must not count rows.
+// a recount from the rows must find them equal, and reading one must not count rows; the
+// application's hourly rollup, moved by the same statements, must add up to the same.
 import request from 'supertest';
 import { randomUUID } from 'node:crypto';
 import { android, ios, startPipeline, type Pipeline, type PipelineApplication } from './support/fanout.ts';
 import { recountedStatistics, zeroStatistics } from './support/deliveries.ts';
 import { waitFor } from './support/receiver.ts';
+import { hourRows } from '../src/db/sql/statistics.ts';
 
 let pipeline: Pipeline;
 
@@ -104,6 +106,14 @@ test('after concurrent batches, retries, failures and duplicate events, the coun
     expect(statistics).toMatchObject({ received: once, displayed: once, opened: once });
     expect(statistics.installations).toBe(statistics.accepted + statistics.failed + statistics.skipped);
   }
+  // The application's hours, moved by the same statements, add up to the same outcomes.
+  const counted = await Promise.all(ids.map(async (id) => (await app.notification(id)).statistics));
+  const sum = (key: 'accepted' | 'failed' | 'skipped' | 'opened') => counted.reduce((total, statistics) => total + statistics[key], 0);
+  const hours = await hourRows(pipeline.harness.orm.em.fork(), app.id, { from: new Date(Date.now() - 2 * 3_600_000), to: new Date(Date.now() + 3_600_000) });
+  const total = (key: 'sends' | 'accepted' | 'failed' | 'skipped' | 'opens') => hours.reduce((sum, hour) => sum + hour[key], 0);
+  expect({ sends: total('sends'), accepted: total('accepted'), failed: total('failed'), skipped: total('skipped'), opens: total('opens') }).toEqual({
+    sends: ids.length, accepted: sum('accepted'), failed: sum('failed'), skipped: sum('skipped'), opens: sum('opened'),
+  });
   const [all] = await Promise.all(ids.map((id) => app.notification(id)));
   expect(all.statistics).toMatchObject({ users: 40, installations: 80 });
   expect(all.statistics.failed + all.statistics.skipped).toBeGreaterThanOrEqual(6 + 8);

@@ -9,7 +9,9 @@ import {
   deleteSegment,
   getApp,
   getSegment,
+  hourlyStats,
   listSegments,
+  listTags,
   putSegment,
   getInstallation,
   cancelNotification,
@@ -34,6 +36,7 @@ import {
   type DeliveryPage,
   type Event,
   type EventCreate,
+  type HourStats,
   type Installation,
   type InstallationPage,
   type InstallationPatch,
@@ -48,6 +51,7 @@ import {
   type NotificationPage,
   type NotificationSend,
   type Segment,
+  type TagSummary,
   type UserDelivery,
   type UserDeliveryPage,
   type WebhookDelivery,
@@ -108,7 +112,11 @@ export type Herald = {
   listInstallations(options: InstallationListOptions): Promise<InstallationPage>;
   /** Every installation of a user, fetching the pages as the loop reaches them. */
   installations(options: Omit<InstallationListOptions, 'cursor'>): AsyncGenerator<Installation, void, undefined>;
-  /** Queues a notification (202); `meta.accepted` is false when an Idempotency-Key replay returned the first one. */
+  /**
+   * Queues a notification (202); `meta.accepted` is false when an Idempotency-Key replay returned the
+   * first one. `recipients` is one of `user_ids`, `audience`, `segment` or `installation_ids` (a
+   * test send to up to 100 of the application's own installations).
+   */
   send(body: NotificationSend, options?: SendOptions): Promise<NotificationAccepted>;
   getNotification(notificationId: string): Promise<Notification>;
   /**
@@ -150,10 +158,23 @@ export type Herald = {
   deleteSegment(name: string): Promise<void>;
   /** How many installations and users a visible push to the audience (or the segment) would reach now. */
   countAudience(target: AudienceCountRequest): Promise<AudienceCount>;
+  /**
+   * The application's tag keys with their most common values, from the summary Herald keeps
+   * (`refreshed_at` says when it was computed; null until the first one is).
+   */
+  listTags(): Promise<TagSummary>;
+  /**
+   * Sends, accepted, failed, skipped and opens per UTC hour, every hour from the one holding `from`
+   * up to `to` (default: the 24 hours before now; at most 31 days).
+   */
+  hourlyStats(range?: HourlyStatsRange): Promise<HourStats[]>;
 };
 
 /** What `countAudience` answers. */
 export type AudienceCount = AudienceCountEnvelope['data'];
+
+/** The range of `hourlyStats`: date-times as RFC 3339 strings or Dates. */
+export type HourlyStatsRange = { from?: string | Date; to?: string | Date };
 
 // The notification statuses after which nothing changes any more.
 const finalStatuses: ReadonlySet<Notification['status']> = new Set(['completed', 'partial', 'failed', 'cancelled']);
@@ -289,6 +310,15 @@ export function createHerald(options: HeraldOptions): Herald {
     async countAudience(target) {
       // A count changes nothing: safe to repeat.
       const { data } = await idempotent((signal) => countAudience({ client, signal, body: target }));
+      return data;
+    },
+    listTags() {
+      return idempotent((signal) => listTags({ client, signal }));
+    },
+    async hourlyStats({ from, to } = {}) {
+      const dateTime = (value: string | Date | undefined) => (value instanceof Date ? value.toISOString() : value);
+      const query = { from: dateTime(from), to: dateTime(to) };
+      const { data } = await idempotent((signal) => hourlyStats({ client, signal, query }));
       return data;
     },
     async waitForCompletion(notificationId, { timeoutMs = 60_000, intervalMs = 1_000 } = {}) {

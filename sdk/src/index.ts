@@ -7,6 +7,7 @@ export {
   type DeliveryListOptions,
   type Herald,
   type HeraldOptions,
+  type HourlyStatsRange,
   type InstallationListOptions,
   type NotificationListOptions,
   type SendOptions,

@@ -13,6 +13,8 @@ import { addMigrateCommand } from './commands/migrate.ts';
 import { addSegmentsCommands } from './commands/segments.ts';
 import { addServiceCommands } from './commands/service.ts';
 import { addSimulateCommand } from './commands/simulate.ts';
+import { addStatsCommands } from './commands/stats.ts';
+import { addTagsCommand } from './commands/tags.ts';
 import { addTokensCommands } from './commands/tokens.ts';
 import { addWebhooksCommands } from './commands/webhooks.ts';
 
@@ -45,6 +47,8 @@ export function buildProgram(config: Config, logger: Logger, adminLogger: Logger
   addTokensCommands(program, config, adminLogger, io);
   addWebhooksCommands(program, config, adminLogger, io);
   addSegmentsCommands(program, config, adminLogger, io);
+  addTagsCommand(program, config, adminLogger, io);
+  addStatsCommands(program, config, adminLogger, io);
   return program;
 }
 

@@ -132,6 +132,8 @@ export const NotificationSchema = defineEntity({
     options: p.json<Record<string, unknown>>(),
     // The send's user ids; empty for a send to an audience or a segment.
     userIds: p.array().type(TextArrayType).columnType('text[]'),
+    // A test send's installation ids (recipients.installation_ids); null for any other send.
+    installationIds: p.array().type(TextArrayType).columnType('text[]').nullable(),
     // The filter an audience or segment send targets (a segment's copied when sent, so that a
     // later change of the segment does not change who a scheduled send reaches); null: user_ids.
     audience: p.json<Audience>().nullable(),

@@ -26,8 +26,9 @@ export function ormConfig(clientUrl: string, poolMax = 10, bounds: DatabaseBound
     forceUtcTimezone: true,
     debug: false,
     // Tables without entities, created in migrations (rate-limiter-flexible's; the job leases; a
-    // broadcast's waves; the throttles' slots): never diffed away.
-    schemaGenerator: { skipTables: ['rate_limits', 'job_leases', 'broadcast_waves', 'notification_throttles'] },
+    // broadcast's waves; the throttles' slots; the hourly statistics and tag summaries, written in
+    // SQL only): never diffed away.
+    schemaGenerator: { skipTables: ['rate_limits', 'job_leases', 'broadcast_waves', 'notification_throttles', 'hourly_statistics', 'tag_summaries'] },
     migrations: {
       path: migrationsPath,
       pathTs: migrationsPath,

@@ -9,8 +9,9 @@ import { decodeCursor, toPage } from './cursor.ts';
 import { notFound, validationFailed } from './errors.ts';
 import { demand } from './tokens.ts';
 import { providerIdentifierType } from './platforms.ts';
-import { Installation, type DeviceDetails } from '../db/entities.ts';
+import type { DeviceDetails } from '../db/entities.ts';
 import {
+  deleteInstallationRow,
   findInstallationRow,
   listUserInstallationRows,
   patchInstallation,
@@ -130,8 +131,7 @@ export async function updateInstallation(
 
 export async function deleteInstallation(em: EntityManager, applicationId: string, installationId: string): Promise<void> {
   if (!couldExist(installationId)) throw notFound();
-  const deleted = await em.nativeDelete(Installation, { applicationId, installationId });
-  if (deleted === 0) throw notFound();
+  if (!(await deleteInstallationRow(em, { applicationId, installationId }))) throw notFound();
 }
 
 export function installationView(installation: InstallationRow): InstallationView {

@@ -60,11 +60,14 @@ export const nothingToShowMessage = 'The notification must have a title, a body,
 export const localizationsWithoutDefaultMessage =
   'The notification must have a title or a body of its own to have localizations: devices that match none of them receive it, and a localization falls back to it field by field.';
 
-export const oneRecipientKindMessage = 'The recipients field must have exactly one of user_ids, audience or segment.';
+export const oneRecipientKindMessage = 'The recipients field must have exactly one of user_ids, audience, segment or installation_ids.';
+
+const recipientKinds = ['user_ids', 'audience', 'segment', 'installation_ids'] as const;
+export type RecipientsKind = (typeof recipientKinds)[number];
 
 /** Which kind of recipients a send names; null: more than one (none is the schema's: user_ids is then required). */
-export function recipientsKind(recipients: SendRequest['recipients']): 'user_ids' | 'audience' | 'segment' | null {
-  const given = (['user_ids', 'audience', 'segment'] as const).filter((kind) => recipients[kind] !== undefined);
+export function recipientsKind(recipients: SendRequest['recipients']): RecipientsKind | null {
+  const given = recipientKinds.filter((kind) => recipients[kind] !== undefined);
   return given.length === 1 ? given[0] : given.length === 0 ? 'user_ids' : null;
 }
 
@@ -168,6 +171,7 @@ export async function sendNotification(
 ): Promise<{ notification: NotificationRow; accepted: boolean }> {
   const { applicationId, request, idempotencyKey } = input;
   const { recipients } = request;
+  // A test send to installation ids is an ordinary send: a handful of the application's own devices.
   if (recipients.audience !== undefined || recipients.segment !== undefined) demand(input.abilities, 'notifications:broadcast');
   const problems = sendRuleViolations(request);
   if (Object.keys(problems).length > 0) throw validationFailed(problems);
@@ -201,6 +205,7 @@ export async function sendNotification(
             data: request.data ?? {},
             options: request.options ?? {},
             userIds: recipients.user_ids ?? [],
+            installationIds: recipients.installation_ids ?? null,
             audience,
             segment: recipients.segment ?? null,
             scheduledFor: startAfter,

@@ -1,11 +1,12 @@
 // Retention: notifications that ended (completed, partial, failed, or cancelled and finished: their
 // completed_at is set, nothing is pending, no push will be made) longer ago than the horizon are
 // deleted with what hangs on them (deliveries, their events, the notification's idempotency key),
-// and expired idempotency keys and webhook events (with their finished deliveries) go too. Counted
-// from the end, not the creation: a send scheduled months ahead keeps its statistics as long as
-// one sent at once. A batch at a time: each statement is its own short transaction that deletes at most
-// `batchSize` rows, so no row lock a send or an event could wait on is held for long, and a run
-// stops at its time budget; the next run carries on where it stopped.
+// and expired idempotency keys, webhook events (with their finished deliveries) and the hourly
+// rollup's hours go too. Counted from the end, not the creation: a send scheduled months ahead
+// keeps its statistics as long as one sent at once. A batch at a time: each statement is its own
+// short transaction that deletes at most `batchSize` rows, so no row lock a send or an event could
+// wait on is held for long, and a run stops at its time budget; the next run carries on where it
+// stopped.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   deleteDeliveriesOf,
@@ -14,6 +15,7 @@ import {
   deleteNotifications,
   pickExpired,
 } from '../db/sql/retention.ts';
+import { deleteExpiredHours } from '../db/sql/statistics.ts';
 import { deleteExpiredIdempotencyKeys } from './notifications.ts';
 
 export type RetentionOptions = {
@@ -29,7 +31,7 @@ export type RetentionOptions = {
 };
 
 export type RetentionBatch = {
-  table: 'idempotency_keys' | 'deliveries' | 'notifications' | 'webhook_deliveries' | 'webhook_events';
+  table: 'idempotency_keys' | 'deliveries' | 'notifications' | 'webhook_deliveries' | 'webhook_events' | 'hourly_statistics';
   rows: number;
   ms: number;
 };
@@ -41,13 +43,15 @@ export type Removed = {
   idempotencyKeys: number;
   webhookEvents: number;
   webhookDeliveries: number;
+  /** Hours of the hourly rollup (GET /api/v1/stats/hourly), of any application. */
+  hours: number;
   /** False when the budget (or the signal) ended the run before everything due was deleted. */
   done: boolean;
 };
 
 export async function deleteExpired(em: EntityManager, options: RetentionOptions): Promise<Removed> {
   const started = performance.now();
-  const removed: Removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0, webhookEvents: 0, webhookDeliveries: 0, done: false };
+  const removed: Removed = { notifications: 0, deliveries: 0, events: 0, idempotencyKeys: 0, webhookEvents: 0, webhookDeliveries: 0, hours: 0, done: false };
   const inTime = () => performance.now() - started < options.budgetMs && !options.signal?.aborted;
   const timed = async <T>(table: RetentionBatch['table'], run: () => Promise<T>, rows: (result: T) => number) => {
     const batchStarted = performance.now();
@@ -61,6 +65,14 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
     const keys = await timed('idempotency_keys', () => deleteExpiredIdempotencyKeys(em, options.batchSize), (count) => count);
     removed.idempotencyKeys += keys;
     if (keys < options.batchSize) break;
+  }
+
+  // The hourly rollup's hours past the horizon: the notifications they counted are gone or going.
+  for (;;) {
+    if (!inTime()) return removed;
+    const gone = await timed('hourly_statistics', () => deleteExpiredHours(em, options.retentionDays, options.batchSize), (count) => count);
+    removed.hours += gone;
+    if (gone < options.batchSize) break;
   }
 
   // Webhook events past the horizon, once their deliveries are done: deliveries first, then the

@@ -139,11 +139,18 @@ export interface paths {
          *     until then, and then the distinct users among the installations it reaches, counted as
          *     `POST /api/v1/audiences/count` counts them.
          *
-         *     (1.3.0) `options.local_time` delivers at a wall-clock time on each installation's own
+         *     (1.4.0) `options.local_time` delivers at a wall-clock time on each installation's own
          *     clock (`device.timezone`; `options.timezone`, default `UTC`, for those without a valid
          *     one): at once where it is that minute at the send's start, elsewhere at its next
          *     occurrence. Each delivery shows when it is due (`scheduled_for` in `listDeliveries`),
          *     and the notification stays `processing` until the last one's time has come.
+         *
+         *     (1.4.0) `recipients.installation_ids` is a test send ("send this to my phone"): 1 to 100
+         *     of the application's own installation ids, through the same fanout, eligibility rules and
+         *     statistics as any send, with `notifications:send` alone. `target_users` is the number of
+         *     ids given; an id no installation of the application has reaches nothing and is counted
+         *     as a user id without installations is (in `target_users`, not in the statistics).
+         *     Another application's installations are never reached, whatever their ids.
          */
         post: operations["sendNotification"];
         delete?: never;
@@ -416,6 +423,67 @@ export interface paths {
          *     `target_users` is this `users` count, taken when its fanout starts.
          */
         post: operations["countAudience"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tags": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the application's tag keys and their most common values
+         * @description (1.4.0) The tag keys the application's active installations carry, most used first (at
+         *     most 100 keys), each with how many installations carry it and its 20 most common values
+         *     with their counts: what there is to build an audience from.
+         *
+         *     Served from a summary Herald keeps per application, not counted per request: the answer
+         *     says when it was computed (`refreshed_at`). After the application's installations change
+         *     (a registration, a tag written, an installation deleted or invalidated), the summary is
+         *     recomputed within about 6 minutes (at most every 5 minutes, found by a sweep every
+         *     minute), plus the time the recompute takes (about a second at a million installations).
+         *     An application's first call computes it at once when the application has at most 10,000
+         *     active installations; with more, it answers `data: []` and `refreshed_at: null` and asks a
+         *     worker, which computes it within seconds.
+         */
+        get: operations["listTags"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/stats/hourly": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The application's sends and their outcomes, hour by hour
+         * @description (1.4.0) Per UTC hour from the hour that holds `from` up to `to` (exclusive), every hour
+         *     included (zeros too, so a chart needs no gap filling): the notifications sent
+         *     (`sends`), the deliveries that ended `accepted`, `failed` and `skipped`, and the
+         *     deliveries opened for the first time (`opens`), each counted in the hour Herald recorded
+         *     it. The counts are kept hour by hour by the statements that move each notification's
+         *     statistics, so this reads at most 745 small rows, whatever the traffic. Hours older
+         *     than the retention (`HERALD_RETENTION_DAYS`) are zeros.
+         *
+         *     `to` defaults to now and `from` to 24 hours before `to`. `to` must be after `from`, and
+         *     at most 31 days after it (422 naming `to`, or `from` when `to` was left out). Give the
+         *     times in UTC (`Z`) or encode a `+` offset as `%2B` in the query.
+         */
+        get: operations["hourlyStats"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1256,6 +1324,52 @@ export interface components {
                 users: number;
             };
         };
+        /** @description (1.4.0) The application's tag keys, most used first, with their most common values. */
+        TagSummary: {
+            /**
+             * @description At most 100 keys, by installations carrying them (most first; ties by key). Keys past
+             *     the 100th are left out.
+             */
+            data: components["schemas"]["TagKeySummary"][];
+            /**
+             * Format: date-time
+             * @description When the summary was computed: it counts the installations as they were then. Null
+             *     when none has been computed yet (one is on its way).
+             */
+            refreshed_at: string | null;
+        };
+        TagKeySummary: {
+            key: components["schemas"]["TagKey"];
+            /** @description Active installations carrying the key. */
+            installations: number;
+            /** @description Its 20 most common values (most first; ties by value); the others are left out. */
+            values: {
+                value: string;
+                /** @description Active installations carrying the key with this value. */
+                installations: number;
+            }[];
+        };
+        HourlyStats: {
+            /** @description One row per UTC hour of the range, oldest first, zeros included. */
+            data: components["schemas"]["HourStats"][];
+        };
+        HourStats: {
+            /**
+             * Format: date-time
+             * @description The hour's start, in UTC.
+             */
+            hour: string;
+            /** @description Notifications sent (accepted with 202 as new) in the hour, scheduled ones included when they were sent, not when due. */
+            sends: number;
+            /** @description Deliveries the provider accepted in the hour. */
+            accepted: number;
+            /** @description Deliveries that ended `failed` in the hour. */
+            failed: number;
+            /** @description Deliveries that ended `skipped` in the hour (at fanout, at send time, or by a cancel). */
+            skipped: number;
+            /** @description Deliveries whose first `opened` event Herald recorded in the hour. */
+            opens: number;
+        };
         /**
          * @description A free-form JSON object. Strings and keys must not contain U+0000 (Postgres cannot
          *     store it), and a request body nests at most 32 objects and arrays deep.
@@ -1357,7 +1471,7 @@ export interface components {
              */
             send_at?: string;
             /**
-             * @description (1.3.0) Deliver at this wall-clock time (`HH:MM`, 24-hour) in each installation's own
+             * @description (1.4.0) Deliver at this wall-clock time (`HH:MM`, 24-hour) in each installation's own
              *     time zone (`device.timezone`, an IANA name). An installation whose local time at the
              *     send's start (`send_at` when given, else the send) is within that minute (`HH:MM:00`
              *     to `HH:MM:59`) gets its push at once; the others at the next occurrence of that time
@@ -1377,7 +1491,7 @@ export interface components {
              */
             local_time?: string;
             /**
-             * @description (1.3.0) With `local_time` only (422 naming `options.timezone` without it): the IANA
+             * @description (1.4.0) With `local_time` only (422 naming `options.timezone` without it): the IANA
              *     time zone (for example `Europe/Berlin`, `America/New_York`, `UTC`; aliases such as
              *     `US/Eastern` too) of installations without a valid `device.timezone`. Default `UTC`.
              *     A name that is not a time zone of the IANA database is 422 naming `options.timezone`;
@@ -1387,12 +1501,12 @@ export interface components {
             /**
              * @description Seconds the push stays deliverable (apns-expiration, android.ttl); 0 means now or
              *     never. A push that would arrive later is failed as expired. Counted from `send_at`
-             *     when given, else from the send; (1.3.0) with `local_time`, from each delivery's own
+             *     when given, else from the send; (1.4.0) with `local_time`, from each delivery's own
              *     `scheduled_for` when it has one.
              */
             ttl?: number;
             /**
-             * @description At most this many of this notification's pushes go to the providers per minute, spread
+             * @description (1.4.0) At most this many of this notification's pushes go to the providers per minute, spread
              *     evenly (one every 60/N seconds, not a burst at the start of each minute), so that a
              *     large campaign does not bring back the opens of all its devices in the same minute.
              *     Retries count against the same pace. The pace is shared by every worker. Pushes still
@@ -1432,11 +1546,21 @@ export interface components {
          */
         NotificationSend: {
             /**
-             * @description Exactly one of `user_ids`, `audience` (1.3.0) or `segment` (1.3.0); more than one is
-             *     422 naming `recipients`. Without `audience` or `segment`, `user_ids` is required, as it
-             *     always was (422 naming `recipients.user_ids`).
+             * @description Exactly one of `user_ids`, `audience` (1.3.0), `segment` (1.3.0) or `installation_ids`
+             *     (1.4.0); more than one is 422 naming `recipients`. Without `audience`, `segment` or
+             *     `installation_ids`, `user_ids` is required, as it always was (422 naming
+             *     `recipients.user_ids`).
              */
             recipients: {
+                /**
+                 * @description (1.4.0) A test send: 1 to 100 of the application's own installation ids (the ids
+                 *     the app registered them under), each of which receives the push if it is
+                 *     eligible, through the same fanout as any send. Ids of no installation of the
+                 *     application are counted in `target_users` and reach nothing, as a user id without
+                 *     installations does. Needs only `notifications:send`. Not shown in the
+                 *     notification's answers (an installation id is what a device registers under).
+                 */
+                installation_ids?: string[];
                 /**
                  * @description (1.3.0) The application's installations this filter matches, when the fanout
                  *     starts. Needs `notifications:broadcast`.
@@ -1469,7 +1593,11 @@ export interface components {
         };
         /** @description Counters of the fanout and of the events reported on its deliveries. */
         Statistics: {
-            /** @description Target users with at least one installation. */
+            /**
+             * @description Target users with at least one installation. (1.3.0) For a send to an audience or a
+             *     segment, and (1.4.0) installation ids: the distinct users of the installations
+             *     considered, an installation without a user counting as one.
+             */
             users: number;
             /** @description Installations considered. */
             installations: number;
@@ -1516,7 +1644,8 @@ export interface components {
              * @description Number of user ids in `recipients.user_ids`. (1.3.0) For a send to an `audience` or a
              *     `segment`: 0 until its fanout starts, then the number of distinct users among the
              *     installations it reaches (an installation without a user counting as one), counted as
-             *     `POST /api/v1/audiences/count` counts them.
+             *     `POST /api/v1/audiences/count` counts them. (1.4.0) For a test send: the number of
+             *     `recipients.installation_ids` given.
              */
             target_users: number;
             /**
@@ -1632,11 +1761,11 @@ export interface components {
             created_at: string;
             /**
              * Format: date-time
-             * @description (1.3.0) When this push is due, for a send with `options.local_time`: the next
+             * @description (1.4.0) When this push is due, for a send with `options.local_time`: the next
              *     occurrence of that time in the installation's time zone; null when it is due at the
              *     send's start (`send_at`, else the send), and for deliveries skipped at the fanout. In
              *     every answer of the deliveries lists; not in the `delivery.failed` webhook, whose
-             *     payload 1.3.0 leaves as it was.
+             *     payload 1.4.0 leaves as it was.
              */
             scheduled_for?: string | null;
             /** Format: date-time */
@@ -2679,7 +2808,7 @@ export interface operations {
              *     default title or body (`errors["notification.localizations"]`), or `options.send_at`
              *     breaks the rule of every date-time (1.2.0): it must name an instant from
              *     0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC (year 0000, or the last day
-             *     of 9999 with a negative offset, is out of range), and not a leap second. (1.3.0)
+             *     of 9999 with a negative offset, is out of range), and not a leap second. (1.4.0)
              *     `options.local_time` that is not `HH:MM` (24-hour), or `options.timezone` that is not
              *     an IANA time zone name or comes without `options.local_time`, each naming its field.
              *     Takes nothing from the send quota, and announces it.
@@ -3340,6 +3469,149 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationFailed"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listTags: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The application's tag keys, most used first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "key": "plan",
+                     *           "installations": 48210,
+                     *           "values": [
+                     *             {
+                     *               "value": "free",
+                     *               "installations": 30112
+                     *             },
+                     *             {
+                     *               "value": "pro",
+                     *               "installations": 18098
+                     *             }
+                     *           ]
+                     *         },
+                     *         {
+                     *           "key": "country",
+                     *           "installations": 40977,
+                     *           "values": [
+                     *             {
+                     *               "value": "de",
+                     *               "installations": 21020
+                     *             },
+                     *             {
+                     *               "value": "fr",
+                     *               "installations": 19957
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "refreshed_at": "2026-12-01T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TagSummary"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnknownParameter"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    hourlyStats: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The start of the range (its hour is the first answered); default 24 hours before `to`.
+                 * @example 2026-12-01T00:00:00Z
+                 */
+                from?: string;
+                /**
+                 * @description The end of the range, exclusive; default now.
+                 * @example 2026-12-02T00:00:00Z
+                 */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One row per hour of the range, oldest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "hour": "2026-12-01T09:00:00.000Z",
+                     *           "sends": 12,
+                     *           "accepted": 2310,
+                     *           "failed": 14,
+                     *           "skipped": 96,
+                     *           "opens": 402
+                     *         },
+                     *         {
+                     *           "hour": "2026-12-01T10:00:00.000Z",
+                     *           "sends": 0,
+                     *           "accepted": 0,
+                     *           "failed": 0,
+                     *           "skipped": 0,
+                     *           "opens": 37
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HourlyStats"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /**
+             * @description `from` or `to` is not an RFC 3339 date-time (or names an instant outside years 0001 to
+             *     9999 in UTC, or a leap second), `to` is not after `from`, the range is longer than 31
+             *     days, or a query parameter this operation does not take was given.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "message": "The to field must be at most 31 days after from.",
+                     *       "errors": {
+                     *         "to": [
+                     *           "The to field must be at most 31 days after from."
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ValidationError"];
+                };
+            };
             503: components["responses"]["ServiceUnavailable"];
         };
     };

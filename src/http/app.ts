@@ -9,6 +9,7 @@ import type { Orm } from '../db/orm.ts';
 import type { OutageWatch } from '../db/outage.ts';
 import type { PipelinedPool } from '../db/pipelined-pool.ts';
 import type { FanoutQueue } from '../domain/notifications.ts';
+import type { TagSummaryQueue } from '../domain/tag-summaries.ts';
 import type { WebhookOutbox } from '../domain/webhook-outbox.ts';
 import type { Logger } from '../logging/logger.ts';
 import { httpRequest } from '../observability/metrics.ts';
@@ -34,6 +35,8 @@ export type AppOptions = {
   /** Where sends run their transaction (db/pipelined-pool.ts). */
   sends: PipelinedPool;
   fanouts: FanoutQueue;
+  /** Where GET /api/v1/tags asks a worker for an application's first tag summary (domain/tag-summaries.ts). */
+  tagSummaries: TagSummaryQueue;
   /** Where an accepted event's `event.reported` webhook goes (domain/webhook-outbox.ts). */
   webhooks: WebhookOutbox;
   logger: Logger;
@@ -155,7 +158,7 @@ export function createApp(options: AppOptions): Express {
   app.use(eventsRouter(orm, options.webhooks));
   app.use(applicationRouter(orm, options.defaultSendPolicy));
   app.use(webhooksRouter(orm));
-  app.use(audiencesRouter(orm));
+  app.use(audiencesRouter(orm, options.tagSummaries));
   // A documented path without a handler (never in a release) still answers in the error body.
   app.use((_req, _res, next) => next(notFound()));
   app.use(announceQuotaOnError(quota, sendPath));

@@ -13,7 +13,8 @@ import { checkStoredSecrets, upgradeSealedCredentials } from '../domain/credenti
 import { openSendLimiter } from '../http/send-limiter.ts';
 import { createProviderClients } from '../worker/clients.ts';
 import { startMaintenance } from '../worker/maintenance.ts';
-import { fanoutQueue, queueDepths, startBoss, webhookEnqueuer } from '../worker/queue.ts';
+import { fanoutQueue, queueDepths, startBoss, tagSummaryQueue, webhookEnqueuer } from '../worker/queue.ts';
+import { startTagSummaries } from '../worker/tag-summaries.ts';
 import { createWebhookSender } from '../worker/webhook-sender.ts';
 import { createWebhookOutbox, type WebhookOutbox } from '../domain/webhook-outbox.ts';
 import { startWorkers, type Workers } from '../worker/workers.ts';
@@ -227,6 +228,7 @@ async function startWorkerPart(
     },
   });
   await startMaintenance(boss, orm, logger, { retentionDays: config.HERALD_RETENTION_DAYS });
+  await startTagSummaries(boss, orm, logger);
   // The queue's depth is the same for every process: the workers report it (they keep its counts fresh).
   observeQueues(() => queueDepths(boss));
   return {
@@ -275,6 +277,7 @@ async function startApiPart(config: Config, logger: Logger, shared: Shared & { r
     orm: database.orm,
     sends: sendPool,
     fanouts: fanoutQueue(boss),
+    tagSummaries: tagSummaryQueue(boss),
     webhooks,
     logger,
     document: loadDocument(),

@@ -6,9 +6,12 @@ import { boundedConnections, defaultBounds, type DatabaseBounds } from '../db/bo
 import type { OutageWatch } from '../db/outage.ts';
 import { PreparingPoolClient } from '../db/preparing-client.ts';
 import type { FanoutQueue } from '../domain/notifications.ts';
+import type { TagSummaryQueue } from '../domain/tag-summaries.ts';
 import type { EnqueueWebhookJobs } from '../domain/webhook-outbox.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { QueueDepth } from '../observability/metrics.ts';
+
+export type TagSummaryJob = { applicationId: string };
 
 export const queues = {
   fanout: 'fanout',
@@ -23,6 +26,8 @@ export const queues = {
   deliverFailed: 'deliver_failed',
   webhook: 'webhook',
   webhookFailed: 'webhook_failed',
+  /** Tag summaries to compute (worker/tag-summaries.ts): at most one waiting and one running per application. */
+  tagSummary: 'tag_summary',
 } as const;
 
 /**
@@ -121,6 +126,10 @@ export async function startBoss(
     deadLetter: queues.webhookFailed,
     expireInSeconds: 900,
   });
+  // Created by every process: an API process asks for a summary (tagSummaryQueue) even where no
+  // worker has run yet. `stately` with the application as singleton key: a request while one waits
+  // is the same request. A failed computation is not retried: the sweep finds it due again.
+  await boss.createQueue(queues.tagSummary, { policy: 'stately', retryLimit: 0, expireInSeconds: 600 });
   return boss;
 }
 
@@ -171,6 +180,15 @@ export function fanoutQueue(boss: PgBoss): FanoutQueue {
     },
     async dropDeferredWalks(tx, jobIds) {
       if (jobIds.length > 0) await boss.cancel(queues.broadcast, jobIds, { db: fromKysely(tx) });
+    },
+  };
+}
+
+/** Asks a worker to compute an application's tag summary (domain/tag-summaries.ts); a request already waiting absorbs it. */
+export function tagSummaryQueue(boss: PgBoss): TagSummaryQueue {
+  return {
+    async request(applicationId) {
+      await boss.send(queues.tagSummary, { applicationId } satisfies TagSummaryJob, { singletonKey: applicationId });
     },
   };
 }

@@ -1,6 +1,14 @@
 // The request hash an Idempotency-Key is checked against, without I/O: what a request means
-// decides it, not how its JSON is written.
-import { localizationsWithoutDefaultMessage, requestHash, sendRuleViolations, type SendRequest } from '../../src/domain/notifications.ts';
+// decides it, not how its JSON is written. And the send's rules the schema states too: something
+// to show, localizations with a default, exactly one kind of recipients.
+import {
+  localizationsWithoutDefaultMessage,
+  oneRecipientKindMessage,
+  recipientsKind,
+  requestHash,
+  sendRuleViolations,
+  type SendRequest,
+} from '../../src/domain/notifications.ts';
 
 const send: SendRequest = {
   recipients: { user_ids: ['user-1', 'user-2'] },
@@ -64,5 +72,28 @@ describe('the send rules of localizations', () => {
     expect(problems['notification.localizations.PT-br']).toEqual([
       'The tag "PT-br" is "pt-BR" in other letter case: tags are case-insensitive, so each may be given once.',
     ]);
+  });
+});
+
+describe('recipientsKind', () => {
+  test('names the one kind given; none is the spec\'s user_ids (the schema requires them then)', () => {
+    expect(recipientsKind({ user_ids: ['u'] })).toBe('user_ids');
+    expect(recipientsKind({ audience: { all: true } })).toBe('audience');
+    expect(recipientsKind({ segment: 'pro' })).toBe('segment');
+    expect(recipientsKind({ installation_ids: ['phone-1'] })).toBe('installation_ids');
+    expect(recipientsKind({})).toBe('user_ids');
+  });
+
+  test('more than one kind is null, and the send rules refuse it naming recipients', () => {
+    for (const recipients of [
+      { user_ids: ['u'], installation_ids: ['i'] },
+      { audience: { all: true as const }, installation_ids: ['i'] },
+      { segment: 'pro', installation_ids: ['i'] },
+      { user_ids: ['u'], segment: 'pro' },
+    ]) {
+      expect(recipientsKind(recipients)).toBeNull();
+      expect(sendRuleViolations({ recipients, notification: { title: 'Hi' } })).toEqual({ recipients: [oneRecipientKindMessage] });
+    }
+    expect(sendRuleViolations({ recipients: { installation_ids: ['i'] }, notification: { title: 'Hi' } })).toEqual({});
   });
 });

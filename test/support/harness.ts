@@ -9,7 +9,7 @@ import type { SendPolicy } from '../../src/domain/rate-limits.ts';
 import { openSendLimiter } from '../../src/http/send-limiter.ts';
 import type { DatabaseBounds } from '../../src/db/bounds.ts';
 import { openDatabaseProbe, watchDatabase } from '../../src/db/outage.ts';
-import { fanoutQueue, startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
+import { fanoutQueue, startBoss, tagSummaryQueue, webhookEnqueuer } from '../../src/worker/queue.ts';
 import { createWebhookOutbox, type WebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { createApp } from '../../src/http/app.ts';
 import { loadDocument } from '../../src/http/document.ts';
@@ -77,6 +77,7 @@ export async function startHarness(
     orm,
     sends,
     fanouts: fanoutQueue(boss),
+    tagSummaries: tagSummaryQueue(boss),
     webhooks,
     logger,
     document: loadDocument(),

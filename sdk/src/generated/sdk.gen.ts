@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.ts';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.ts';
-import type { CancelNotificationData, CancelNotificationErrors, CancelNotificationResponses, CountAudienceData, CountAudienceErrors, CountAudienceResponses, DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, DeleteSegmentData, DeleteSegmentErrors, DeleteSegmentResponses, GetAppData, GetAppErrors, GetAppResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationBreakdownData, GetNotificationBreakdownErrors, GetNotificationBreakdownResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, GetSegmentData, GetSegmentErrors, GetSegmentResponses, HealthData, HealthErrors, HealthResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListInstallationsData, ListInstallationsErrors, ListInstallationsResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ListSegmentsData, ListSegmentsErrors, ListSegmentsResponses, ListUserDeliveriesData, ListUserDeliveriesErrors, ListUserDeliveriesResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhooksData, ListWebhooksErrors, ListWebhooksResponses, PutSegmentData, PutSegmentErrors, PutSegmentResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
+import type { CancelNotificationData, CancelNotificationErrors, CancelNotificationResponses, CountAudienceData, CountAudienceErrors, CountAudienceResponses, DeleteInstallationData, DeleteInstallationErrors, DeleteInstallationResponses, DeleteSegmentData, DeleteSegmentErrors, DeleteSegmentResponses, GetAppData, GetAppErrors, GetAppResponses, GetInstallationData, GetInstallationErrors, GetInstallationResponses, GetNotificationBreakdownData, GetNotificationBreakdownErrors, GetNotificationBreakdownResponses, GetNotificationData, GetNotificationErrors, GetNotificationResponses, GetOpenApiDocumentData, GetOpenApiDocumentErrors, GetOpenApiDocumentResponses, GetSegmentData, GetSegmentErrors, GetSegmentResponses, HealthData, HealthErrors, HealthResponses, HourlyStatsData, HourlyStatsErrors, HourlyStatsResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListInstallationsData, ListInstallationsErrors, ListInstallationsResponses, ListNotificationsData, ListNotificationsErrors, ListNotificationsResponses, ListSegmentsData, ListSegmentsErrors, ListSegmentsResponses, ListTagsData, ListTagsErrors, ListTagsResponses, ListUserDeliveriesData, ListUserDeliveriesErrors, ListUserDeliveriesResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhooksData, ListWebhooksErrors, ListWebhooksResponses, PutSegmentData, PutSegmentErrors, PutSegmentResponses, ReadinessData, ReadinessErrors, ReadinessResponses, RegisterInstallationData, RegisterInstallationErrors, RegisterInstallationResponses, ReportEventData, ReportEventErrors, ReportEventResponses, SendNotificationData, SendNotificationErrors, SendNotificationResponses, UpdateInstallationData, UpdateInstallationErrors, UpdateInstallationResponses } from './types.gen.ts';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -169,11 +169,18 @@ export const listNotifications = <ThrowOnError extends boolean = false>(options?
  * until then, and then the distinct users among the installations it reaches, counted as
  * `POST /api/v1/audiences/count` counts them.
  *
- * (1.3.0) `options.local_time` delivers at a wall-clock time on each installation's own
+ * (1.4.0) `options.local_time` delivers at a wall-clock time on each installation's own
  * clock (`device.timezone`; `options.timezone`, default `UTC`, for those without a valid
  * one): at once where it is that minute at the send's start, elsewhere at its next
  * occurrence. Each delivery shows when it is due (`scheduled_for` in `listDeliveries`),
  * and the notification stays `processing` until the last one's time has come.
+ *
+ * (1.4.0) `recipients.installation_ids` is a test send ("send this to my phone"): 1 to 100
+ * of the application's own installation ids, through the same fanout, eligibility rules and
+ * statistics as any send, with `notifications:send` alone. `target_users` is the number of
+ * ids given; an id no installation of the application has reaches nothing and is counted
+ * as a user id without installations is (in `target_users`, not in the statistics).
+ * Another application's installations are never reached, whatever their ids.
  *
  */
 export const sendNotification = <ThrowOnError extends boolean = false>(options: Options<SendNotificationData, ThrowOnError>): RequestResult<SendNotificationResponses, SendNotificationErrors, ThrowOnError> => (options.client ?? client).post<SendNotificationResponses, SendNotificationErrors, ThrowOnError>({
@@ -385,6 +392,51 @@ export const countAudience = <ThrowOnError extends boolean = false>(options: Opt
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * List the application's tag keys and their most common values
+ *
+ * (1.4.0) The tag keys the application's active installations carry, most used first (at
+ * most 100 keys), each with how many installations carry it and its 20 most common values
+ * with their counts: what there is to build an audience from.
+ *
+ * Served from a summary Herald keeps per application, not counted per request: the answer
+ * says when it was computed (`refreshed_at`). After the application's installations change
+ * (a registration, a tag written, an installation deleted or invalidated), the summary is
+ * recomputed within about 6 minutes (at most every 5 minutes, found by a sweep every
+ * minute), plus the time the recompute takes (about a second at a million installations).
+ * An application's first call computes it at once when the application has at most 10,000
+ * active installations; with more, it answers `data: []` and `refreshed_at: null` and asks a
+ * worker, which computes it within seconds.
+ *
+ */
+export const listTags = <ThrowOnError extends boolean = false>(options?: Options<ListTagsData, ThrowOnError>): RequestResult<ListTagsResponses, ListTagsErrors, ThrowOnError> => (options?.client ?? client).get<ListTagsResponses, ListTagsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/tags',
+    ...options
+});
+
+/**
+ * The application's sends and their outcomes, hour by hour
+ *
+ * (1.4.0) Per UTC hour from the hour that holds `from` up to `to` (exclusive), every hour
+ * included (zeros too, so a chart needs no gap filling): the notifications sent
+ * (`sends`), the deliveries that ended `accepted`, `failed` and `skipped`, and the
+ * deliveries opened for the first time (`opens`), each counted in the hour Herald recorded
+ * it. The counts are kept hour by hour by the statements that move each notification's
+ * statistics, so this reads at most 745 small rows, whatever the traffic. Hours older
+ * than the retention (`HERALD_RETENTION_DAYS`) are zeros.
+ *
+ * `to` defaults to now and `from` to 24 hours before `to`. `to` must be after `from`, and
+ * at most 31 days after it (422 naming `to`, or `from` when `to` was left out). Give the
+ * times in UTC (`Z`) or encode a `+` offset as `%2B` in the query.
+ *
+ */
+export const hourlyStats = <ThrowOnError extends boolean = false>(options?: Options<HourlyStatsData, ThrowOnError>): RequestResult<HourlyStatsResponses, HourlyStatsErrors, ThrowOnError> => (options?.client ?? client).get<HourlyStatsResponses, HourlyStatsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/api/v1/stats/hourly',
+    ...options
 });
 
 /**

@@ -319,6 +319,76 @@ export type AudienceCountEnvelope = {
 };
 
 /**
+ * (1.4.0) The application's tag keys, most used first, with their most common values.
+ */
+export type TagSummary = {
+    /**
+     * At most 100 keys, by installations carrying them (most first; ties by key). Keys past
+     * the 100th are left out.
+     *
+     */
+    data: Array<TagKeySummary>;
+    /**
+     * When the summary was computed: it counts the installations as they were then. Null
+     * when none has been computed yet (one is on its way).
+     *
+     */
+    refreshed_at: string | null;
+};
+
+export type TagKeySummary = {
+    key: TagKey;
+    /**
+     * Active installations carrying the key.
+     */
+    installations: number;
+    /**
+     * Its 20 most common values (most first; ties by value); the others are left out.
+     */
+    values: Array<{
+        value: string;
+        /**
+         * Active installations carrying the key with this value.
+         */
+        installations: number;
+    }>;
+};
+
+export type HourlyStats = {
+    /**
+     * One row per UTC hour of the range, oldest first, zeros included.
+     */
+    data: Array<HourStats>;
+};
+
+export type HourStats = {
+    /**
+     * The hour's start, in UTC.
+     */
+    hour: string;
+    /**
+     * Notifications sent (accepted with 202 as new) in the hour, scheduled ones included when they were sent, not when due.
+     */
+    sends: number;
+    /**
+     * Deliveries the provider accepted in the hour.
+     */
+    accepted: number;
+    /**
+     * Deliveries that ended `failed` in the hour.
+     */
+    failed: number;
+    /**
+     * Deliveries that ended `skipped` in the hour (at fanout, at send time, or by a cancel).
+     */
+    skipped: number;
+    /**
+     * Deliveries whose first `opened` event Herald recorded in the hour.
+     */
+    opens: number;
+};
+
+/**
  * A free-form JSON object. Strings and keys must not contain U+0000 (Postgres cannot
  * store it), and a request body nests at most 32 objects and arrays deep.
  *
@@ -444,7 +514,7 @@ export type NotificationOptions = {
      */
     send_at?: string;
     /**
-     * (1.3.0) Deliver at this wall-clock time (`HH:MM`, 24-hour) in each installation's own
+     * (1.4.0) Deliver at this wall-clock time (`HH:MM`, 24-hour) in each installation's own
      * time zone (`device.timezone`, an IANA name). An installation whose local time at the
      * send's start (`send_at` when given, else the send) is within that minute (`HH:MM:00`
      * to `HH:MM:59`) gets its push at once; the others at the next occurrence of that time
@@ -465,7 +535,7 @@ export type NotificationOptions = {
      */
     local_time?: string;
     /**
-     * (1.3.0) With `local_time` only (422 naming `options.timezone` without it): the IANA
+     * (1.4.0) With `local_time` only (422 naming `options.timezone` without it): the IANA
      * time zone (for example `Europe/Berlin`, `America/New_York`, `UTC`; aliases such as
      * `US/Eastern` too) of installations without a valid `device.timezone`. Default `UTC`.
      * A name that is not a time zone of the IANA database is 422 naming `options.timezone`;
@@ -476,13 +546,13 @@ export type NotificationOptions = {
     /**
      * Seconds the push stays deliverable (apns-expiration, android.ttl); 0 means now or
      * never. A push that would arrive later is failed as expired. Counted from `send_at`
-     * when given, else from the send; (1.3.0) with `local_time`, from each delivery's own
+     * when given, else from the send; (1.4.0) with `local_time`, from each delivery's own
      * `scheduled_for` when it has one.
      *
      */
     ttl?: number;
     /**
-     * At most this many of this notification's pushes go to the providers per minute, spread
+     * (1.4.0) At most this many of this notification's pushes go to the providers per minute, spread
      * evenly (one every 60/N seconds, not a burst at the start of each minute), so that a
      * large campaign does not bring back the opens of all its devices in the same minute.
      * Retries count against the same pace. The pace is shared by every worker. Pushes still
@@ -533,12 +603,23 @@ export type NotificationOptions = {
  */
 export type NotificationSend = {
     /**
-     * Exactly one of `user_ids`, `audience` (1.3.0) or `segment` (1.3.0); more than one is
-     * 422 naming `recipients`. Without `audience` or `segment`, `user_ids` is required, as it
-     * always was (422 naming `recipients.user_ids`).
+     * Exactly one of `user_ids`, `audience` (1.3.0), `segment` (1.3.0) or `installation_ids`
+     * (1.4.0); more than one is 422 naming `recipients`. Without `audience`, `segment` or
+     * `installation_ids`, `user_ids` is required, as it always was (422 naming
+     * `recipients.user_ids`).
      *
      */
     recipients: {
+        /**
+         * (1.4.0) A test send: 1 to 100 of the application's own installation ids (the ids
+         * the app registered them under), each of which receives the push if it is
+         * eligible, through the same fanout as any send. Ids of no installation of the
+         * application are counted in `target_users` and reach nothing, as a user id without
+         * installations does. Needs only `notifications:send`. Not shown in the
+         * notification's answers (an installation id is what a device registers under).
+         *
+         */
+        installation_ids?: Array<string>;
         /**
          * (1.3.0) The application's installations this filter matches, when the fanout
          * starts. Needs `notifications:broadcast`.
@@ -580,7 +661,10 @@ export type NotificationSend = {
  */
 export type Statistics = {
     /**
-     * Target users with at least one installation.
+     * Target users with at least one installation. (1.3.0) For a send to an audience or a
+     * segment, and (1.4.0) installation ids: the distinct users of the installations
+     * considered, an installation without a user counting as one.
+     *
      */
     users: number;
     /**
@@ -646,7 +730,8 @@ export type Notification = {
      * Number of user ids in `recipients.user_ids`. (1.3.0) For a send to an `audience` or a
      * `segment`: 0 until its fanout starts, then the number of distinct users among the
      * installations it reaches (an installation without a user counting as one), counted as
-     * `POST /api/v1/audiences/count` counts them.
+     * `POST /api/v1/audiences/count` counts them. (1.4.0) For a test send: the number of
+     * `recipients.installation_ids` given.
      *
      */
     target_users: number;
@@ -780,11 +865,11 @@ export type Delivery = {
     } | null;
     created_at: string;
     /**
-     * (1.3.0) When this push is due, for a send with `options.local_time`: the next
+     * (1.4.0) When this push is due, for a send with `options.local_time`: the next
      * occurrence of that time in the installation's time zone; null when it is due at the
      * send's start (`send_at`, else the send), and for deliveries skipped at the fanout. In
      * every answer of the deliveries lists; not in the `delivery.failed` webhook, whose
-     * payload 1.3.0 leaves as it was.
+     * payload 1.4.0 leaves as it was.
      *
      */
     scheduled_for?: string | null;
@@ -1690,7 +1775,7 @@ export type SendNotificationErrors = {
      * default title or body (`errors["notification.localizations"]`), or `options.send_at`
      * breaks the rule of every date-time (1.2.0): it must name an instant from
      * 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in UTC (year 0000, or the last day
-     * of 9999 with a negative offset, is out of range), and not a leap second. (1.3.0)
+     * of 9999 with a negative offset, is out of range), and not a leap second. (1.4.0)
      * `options.local_time` that is not `HH:MM` (24-hour), or `options.timezone` that is not
      * an IANA time zone name or comes without `options.local_time`, each naming its field.
      * Takes nothing from the send quota, and announces it.
@@ -2392,6 +2477,110 @@ export type CountAudienceResponses = {
 };
 
 export type CountAudienceResponse = CountAudienceResponses[keyof CountAudienceResponses];
+
+export type ListTagsData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/api/v1/tags';
+};
+
+export type ListTagsErrors = {
+    /**
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * A query parameter this operation does not take.
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type ListTagsError = ListTagsErrors[keyof ListTagsErrors];
+
+export type ListTagsResponses = {
+    /**
+     * The application's tag keys, most used first.
+     */
+    200: TagSummary;
+};
+
+export type ListTagsResponse = ListTagsResponses[keyof ListTagsResponses];
+
+export type HourlyStatsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The start of the range (its hour is the first answered); default 24 hours before `to`.
+         */
+        from?: string;
+        /**
+         * The end of the range, exclusive; default now.
+         */
+        to?: string;
+    };
+    url: '/api/v1/stats/hourly';
+};
+
+export type HourlyStatsErrors = {
+    /**
+     * The body is not valid JSON, or not the coding its `Content-Encoding` says (the message
+     * says so), or the path cannot be percent-decoded.
+     *
+     */
+    400: Error;
+    /**
+     * The bearer token is missing, invalid or revoked.
+     */
+    401: Error;
+    /**
+     * The token lacks the ability this operation requires (named in `WWW-Authenticate`).
+     */
+    403: Error;
+    /**
+     * `from` or `to` is not an RFC 3339 date-time (or names an instant outside years 0001 to
+     * 9999 in UTC, or a leap second), `to` is not after `from`, the range is longer than 31
+     * days, or a query parameter this operation does not take was given.
+     *
+     */
+    422: ValidationError;
+    /**
+     * The database cannot be reached, did not answer within Herald's bound (seconds), or a
+     * statement waited past its bound for a lock. Nothing was done; retry after `Retry-After`
+     * seconds. (A token is never refused because the database is down.)
+     *
+     */
+    503: Error;
+};
+
+export type HourlyStatsError = HourlyStatsErrors[keyof HourlyStatsErrors];
+
+export type HourlyStatsResponses = {
+    /**
+     * One row per hour of the range, oldest first.
+     */
+    200: HourlyStats;
+};
+
+export type HourlyStatsResponse = HourlyStatsResponses[keyof HourlyStatsResponses];
 
 export type ListWebhooksData = {
     body?: never;

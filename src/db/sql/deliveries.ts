@@ -5,6 +5,7 @@ import { arrayLiteral } from '../array-literal.ts';
 import type { Truncation } from '../entities.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
 import type { NotificationRow } from './notifications.ts';
+import { addToHours } from './statistics.ts';
 
 /** An active installation a notification may go to: `rowId` is the row, `installationId` the app's id. */
 export type Candidate = {
@@ -30,7 +31,9 @@ export type NotificationCandidate = Candidate & { notificationId: string };
  * subquery behind `offset 0`, which the planner cannot flatten into a join: as a join, with its
  * estimate of an application's installations off (it guesses 10 users an array), it chose a hash
  * join on the application that compared every one of its installations with every user id, orders
- * of magnitude slower than the probes (docs/PERFORMANCE.md).
+ * of magnitude slower than the probes (docs/PERFORMANCE.md). A test send's installation ids are
+ * probed the same way, each in (application_id, installation_id): an id of no installation of the
+ * notification's application finds nothing, another application's installation included.
  * `withLocale`: read each device's locale too (a notification with localizations); `withTimezone`,
  * its time zone (a send at each device's local time).
  */
@@ -41,12 +44,15 @@ export async function targetInstallations(
 ): Promise<NotificationCandidate[]> {
   const deviceLocale = withLocale ? sql`i.device->>'locale'` : sql`null`;
   const deviceTimezone = withTimezone ? sql`i.device->>'timezone'` : sql`null`;
+  const columns = sql`
+    n.id as "notificationId", i.id as "rowId", i.installation_id as "installationId", i.user_id as "userId",
+    i.platform, i.provider_identifier as "providerIdentifier", i.permission, i.last_seen_at as "lastSeenAt",
+    ${deviceLocale} as "deviceLocale", ${deviceTimezone} as "deviceTimezone"`;
+  const ids = arrayLiteral(notificationIds);
   const found = await rows(
     db,
     sql<NotificationCandidate>`
-      select n.id as "notificationId", i.id as "rowId", i.installation_id as "installationId", i.user_id as "userId",
-             i.platform, i.provider_identifier as "providerIdentifier", i.permission, i.last_seen_at as "lastSeenAt",
-             ${deviceLocale} as "deviceLocale", ${deviceTimezone} as "deviceTimezone"
+      select ${columns}
         from notifications n
              cross join lateral unnest(n.user_ids) as u(user_id)
              cross join lateral (
@@ -54,7 +60,17 @@ export async function targetInstallations(
                 where i.application_id = n.application_id and i.user_id = u.user_id and i.status = 'active'
                offset 0
              ) i
-       where n.id = any(${arrayLiteral(notificationIds)}::uuid[])`,
+       where n.id = any(${ids}::uuid[])
+      union all
+      select ${columns}
+        from notifications n
+             cross join lateral unnest(n.installation_ids) as t(installation_id)
+             cross join lateral (
+               select * from installations i
+                where i.application_id = n.application_id and i.installation_id = t.installation_id and i.status = 'active'
+               offset 0
+             ) i
+       where n.id = any(${ids}::uuid[])`,
   );
   return found.map((row) => ({ ...row, lastSeenAt: asDate(row.lastSeenAt) }));
 }
@@ -75,8 +91,8 @@ export type NewDelivery = Candidate & {
 type TextColumn = { [K in keyof NewDelivery]-?: NewDelivery[K] extends string | null ? K : never }[keyof NewDelivery];
 
 /**
- * Deliveries of any number of notifications, and each one's counters moved by what was inserted,
- * in one statement. Unique per (notification, installation): a re-run of the fanout inserts
+ * Deliveries of any number of notifications, and each one's counters moved by what was inserted
+ * (and its application's hour by the skipped ones), in one statement. Unique per (notification, installation): a re-run of the fanout inserts
  * nothing twice. A user counts once per notification: only when none of their deliveries existed
  * before the statement (which sees the rows as they were when it began, not those it inserts).
  * The fanout calls it once per batch of notifications; tests call it a row at a time.
@@ -112,15 +128,20 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[], option
                  reason, locale, truncation, scheduled_for)
         on conflict (notification_id, installation_id) do nothing
         returning application_id, notification_id, user_id, state
+      ), counted as (
+        update notifications n
+           set users_count = n.users_count + c.users, installations_count = n.installations_count + c.installations,
+               skipped_count = n.skipped_count + c.skipped
+          from (select i.notification_id, ${options.walk ? walkUsers : users(notificationIds)} as users,
+                       count(*) as installations, count(*) filter (where i.state = 'skipped') as skipped
+                  from inserted i
+                 group by i.notification_id) c
+         where n.id = c.notification_id
+        returning n.application_id, c.skipped
       )
-      update notifications n
-         set users_count = n.users_count + c.users, installations_count = n.installations_count + c.installations,
-             skipped_count = n.skipped_count + c.skipped
-        from (select i.notification_id, ${options.walk ? walkUsers : users(notificationIds)} as users,
-                     count(*) as installations, count(*) filter (where i.state = 'skipped') as skipped
-                from inserted i
-               group by i.notification_id) c
-       where n.id = c.notification_id`,
+      ${addToHours(sql`
+        select application_id, 0, 0, 0, sum(skipped), 0 from counted
+         group by application_id having sum(skipped) > 0`)}`,
   );
 }
 
@@ -129,13 +150,14 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[], option
  * NOT IN, not a NOT EXISTS per row: the notifications' earlier users are read once into a hash.
  * Probing the (notification_id, …) index once per inserted row visited every row the statement
  * inserted each time (their index entries are there, only invisible): O(n²), ~150 ms a fanout.
+ * An installation without a user (only a test send reaches one) counts as one, as an audience's do.
  */
 const users = (notificationIds: string) => sql`
   count(distinct i.user_id) filter (
     where (i.notification_id, i.user_id) not in (
       select e.notification_id, e.user_id from deliveries e
        where e.notification_id = any(${notificationIds}::uuid[]) and e.user_id is not null)
-  )`;
+  ) + count(*) filter (where i.user_id is null)`;
 
 /**
  * The same for a batch of a broadcast's walk: a probe of each user's deliveries in the application
@@ -346,8 +368,8 @@ export async function userDeliveryRows(
 export type MovedCount = { state: DeliveryResult['state']; reason: string | null; count: number };
 
 /**
- * Records a batch's final outcomes and moves their notifications' counters, in one statement
- * (deliveries to retry are not among them). Only a delivery still pending moves, so a replayed
+ * Records a batch's final outcomes and moves their notifications' counters and their
+ * applications' hours (db/sql/statistics.ts), in one statement (deliveries to retry are not among them). Only a delivery still pending moves, so a replayed
  * outcome counts nothing twice. A delivery skipped at send time (installation deleted...) pushed
  * nothing, so nothing was cut and no localization sent. `countAttempt`: the attempt is counted
  * here (claimPending). Answers what moved, by state and reason (for the metrics, which therefore
@@ -390,6 +412,11 @@ export async function recordResults(
                        count(*) filter (where state = 'failed') as failed, count(*) filter (where state = 'skipped') as skipped
                   from moved group by notification_id) c
          where n.id = c.notification_id
+        returning n.application_id, c.accepted, c.failed, c.skipped
+      ), hours as (
+        ${addToHours(sql`
+          select application_id, 0, sum(accepted), sum(failed), sum(skipped), 0
+            from counted group by application_id`)}
       )
       select state, reason, count(*)::int as count ${withFailed ? failedAlso : sql`from moved group by state, reason`}`,
   );
@@ -400,7 +427,7 @@ export async function recordResults(
 
 /**
  * Ends every still-pending delivery of the notification as skipped, reason `cancelled`, and moves
- * the counters with them, in one statement. Answers how many moved, per platform.
+ * the counters and the application's hour with them, in one statement. Answers how many moved, per platform.
  */
 export async function skipPendingAsCancelled(db: Db, notificationId: string): Promise<{ platform: string; count: number }[]> {
   return rows(
@@ -411,8 +438,12 @@ export async function skipPendingAsCancelled(db: Db, notificationId: string): Pr
          where notification_id = ${notificationId} and state = 'pending'
         returning platform
       ), counted as (
-        update notifications set skipped_count = skipped_count + (select count(*) from moved)
-         where id = ${notificationId}
+        update notifications n set skipped_count = n.skipped_count + c.skipped
+          from (select count(*) as skipped from moved) c
+         where n.id = ${notificationId} and c.skipped > 0
+        returning n.application_id, c.skipped
+      ), hours as (
+        ${addToHours(sql`select application_id, 0, 0, 0, skipped, 0 from counted`)}
       )
       select platform, count(*)::int as count from moved group by platform`,
   );

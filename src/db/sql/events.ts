@@ -2,6 +2,7 @@
 import { sql } from 'kysely';
 import type { components } from '../../generated/api.ts';
 import { type Db, asDate, rows } from './execute.ts';
+import { addToHours } from './statistics.ts';
 
 export type EventRow = {
   eventId: string;
@@ -33,8 +34,9 @@ export type ReportedEvent =
  * installation of that application, locked so that concurrent reports of one kind count it once),
  * the event unless its event_id exists (a concurrent report of the same id waits for the first to
  * commit), the first time of its kind on the delivery (least() ignores nulls: the earliest report
- * is kept), the notification's counter when it is the first of its kind, and the installation's
- * last_seen_at. Nothing is written for a delivery that was skipped: it was never pushed.
+ * is kept), the notification's counter when it is the first of its kind (and, for a first `opened`,
+ * the application's hour), and the installation's last_seen_at. Nothing is written for a delivery
+ * that was skipped: it was never pushed.
  */
 export async function reportEvent(
   db: Db,
@@ -48,7 +50,13 @@ export async function reportEvent(
     : sql`, counted as (
         update notifications n set ${sql.ref(firstSeen.counter)} = n.${sql.ref(firstSeen.counter)} + 1
           from target, inserted where n.id = target.notification_id and target.first
+        returning n.application_id
       )`;
+  // A delivery's first `opened` is an open of the application's hour too (db/sql/statistics.ts),
+  // taken after the notification's row, as every statement takes them.
+  const opened = firstSeen.counter === 'opened_count'
+    ? sql`, hours as (${addToHours(sql`select application_id, 0, 0, 0, 0, 1 from counted`)})`
+    : sql``;
   const [found] = await rows(
     db,
     sql<{ state: string; reason: string | null; notificationId: string; userId: string | null } & Partial<EventRow>>`
@@ -69,7 +77,7 @@ export async function reportEvent(
           from target, inserted where d.id = target.id
       ), touched as (
         update installations i set last_seen_at = now() from target, inserted where i.id = target.installation_id
-      )${counted}
+      )${counted}${opened}
       select target.state, target.reason, target.notification_id as "notificationId", target.user_id as "userId", inserted.*
         from target left join inserted on true`,
   );

@@ -5,6 +5,7 @@ import { arrayLiteral } from '../array-literal.ts';
 import type { DeviceDetails, Tags } from '../entities.ts';
 import { newId } from '../ids.ts';
 import { type Db, asDate, rows } from './execute.ts';
+import { markTagsChanged } from './tags.ts';
 
 export type InstallationRow = {
   id: string;
@@ -49,7 +50,8 @@ export type InstallationReplacement = Pick<InstallationRow, 'platform' | 'provid
  * keeps an installation a provider invalidated invalid unless the identifier is new (the app got
  * a fresh token). Concurrent first registrations meet on the unique key: one creates, the others
  * replace. `created`: no row existed (xmax is 0 on a freshly inserted row version). Tags are
- * replaced only when given: an app re-registers at every launch, and its backend set them.
+ * replaced only when given: an app re-registers at every launch, and its backend set them. A
+ * tagged installation, or tags given, marks the application's tag summary changed (db/sql/tags.ts).
  * An identifier another installation of the application holds marks both as sharing it
  * (`identifier_shared`, which audience counts read). Two installations registering one identifier
  * at the same instant may each miss the other, until either registers again (at its next launch).
@@ -70,7 +72,7 @@ export async function upsertInstallation(
            and o.installation_id <> ${key.installationId}
       ), flagged as (
         update installations o set identifier_shared = true from holders h where o.id = h.id and not h.identifier_shared
-      )
+      ), upserted as (
       insert into installations as i
         (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
          registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason, tags,
@@ -88,7 +90,12 @@ export async function upsertInstallation(
         status = case when i.provider_identifier = excluded.provider_identifier then i.status else 'active' end,
         invalidated_at = case when i.provider_identifier = excluded.provider_identifier then i.invalidated_at end,
         invalid_reason = case when i.provider_identifier = excluded.provider_identifier then i.invalid_reason end
-      returning ${installationColumns}, (xmax = 0) as created`,
+      returning i.*, (xmax = 0) as created
+      ), marked as (
+        -- Untagged before and after (tags are kept unless given): the summary cannot have changed.
+        ${markTagsChanged(sql`select application_id from upserted where tags <> '{}' or ${tags}::jsonb is not null`)}
+      )
+      select ${installationColumns}, created from upserted`,
   );
   const { created, ...installation } = row;
   return { installation: installationRow(installation), created };
@@ -100,7 +107,8 @@ export type InstallationPatch = { userId?: string | null; permission?: Installat
 /**
  * A PATCH: the user as given (null detaches it), `permission_updated_at` only on a new permission,
  * and the tags merged. Undefined, with nothing written, when there is no such installation or
- * when the merged tags would be more than `maxTags` (the caller tells the two apart).
+ * when the merged tags would be more than `maxTags` (the caller tells the two apart). A patch of
+ * tags marks the application's tag summary changed.
  */
 export async function patchInstallation(
   db: Db,
@@ -114,9 +122,12 @@ export async function patchInstallation(
   const set = JSON.stringify(Object.fromEntries(entries.filter(([, value]) => value !== null)));
   const removed = arrayLiteral(entries.filter(([, value]) => value === null).map(([name]) => name));
   const merged = patch.tags === undefined ? sql`i.tags` : sql`((i.tags || ${set}::jsonb) - ${removed}::text[])`;
+  // Only a patch of tags can change the tag summary.
+  const marked = patch.tags === undefined ? sql`` : sql`, marked as (${markTagsChanged(sql`select application_id from patched`)})`;
   const [row] = await rows(
     db,
     sql<InstallationRow>`
+      with patched as (
       update installations i set
         tags = ${merged},
         user_id = ${patch.userId === undefined ? sql`i.user_id` : sql`${patch.userId}`},
@@ -126,9 +137,27 @@ export async function patchInstallation(
         last_seen_at = ${now}
        where application_id = ${key.applicationId} and installation_id = ${key.installationId}
          and (select count(*) from jsonb_object_keys(${merged})) <= ${maxTags}
-      returning ${installationColumns}`,
+      returning i.*
+      )${marked}
+      select ${installationColumns} from patched`,
   );
   return row && installationRow(row);
+}
+
+/** Deletes the installation; false when there was none. A tagged one marks the tag summary changed. */
+export async function deleteInstallationRow(db: Db, key: InstallationKey): Promise<boolean> {
+  const [{ deleted }] = await rows(
+    db,
+    sql<{ deleted: number }>`
+      with gone as (
+        delete from installations where application_id = ${key.applicationId} and installation_id = ${key.installationId}
+        returning application_id, tags
+      ), marked as (
+        ${markTagsChanged(sql`select application_id from gone where tags <> '{}'`)}
+      )
+      select count(*)::int as deleted from gone`,
+  );
+  return deleted > 0;
 }
 
 export async function findInstallationRow(db: Db, key: InstallationKey): Promise<InstallationRow | undefined> {
@@ -168,7 +197,8 @@ export type Invalidation = { installationRowId: string; providerIdentifier: stri
  * registered a new one since: the identifier must still be the one we sent to, and a provider's
  * date (APNs dates its 410: when it found the token invalid) older than the last identifier change
  * concerns an identifier the device has replaced, so it is stale. A report without a date (FCM,
- * APNs's other reasons) is never stale. Returns the installations it invalidated, as they now are.
+ * APNs's other reasons) is never stale. Returns the installations it invalidated, as they now are;
+ * tagged ones mark their application's tag summary changed (db/sql/tags.ts), in the same statement.
  * The rule has a pure twin, domain/installations.ts invalidates: the two must agree
  * (test/installation-invalidation.test.ts checks both on the same cases).
  */
@@ -177,6 +207,7 @@ export async function invalidateInstallations(db: Db, invalidations: Invalidatio
   const invalidated = await rows(
     db,
     sql<InstallationRow>`
+      with invalidated as (
       update installations i
          set status = 'invalid', invalidated_at = now(), invalid_reason = v.reason
         from unnest(${arrayLiteral(invalidations.map((v) => v.installationRowId))}::uuid[],
@@ -186,7 +217,11 @@ export async function invalidateInstallations(db: Db, invalidations: Invalidatio
           as v(row_id, sent_identifier, reason, provider_timestamp)
        where i.id = v.row_id and i.status = 'active' and i.provider_identifier = v.sent_identifier
          and (v.provider_timestamp is null or v.provider_timestamp >= i.identifier_updated_at)
-      returning ${installationColumns}`,
+      returning i.*
+      ), marked as (
+        ${markTagsChanged(sql`select application_id from invalidated where tags <> '{}'`)}
+      )
+      select ${installationColumns} from invalidated`,
   );
   return invalidated.map(installationRow);
 }

@@ -5,6 +5,7 @@ import type { components } from '../../generated/api.ts';
 import { arrayLiteral } from '../array-literal.ts';
 import type { Audience, Localizations } from '../entities.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
+import { addToHours } from './statistics.ts';
 
 /** What a notification's view shows: its counters, and how many users it targets, not who. */
 export type NotificationRow = {
@@ -100,13 +101,20 @@ export async function findUnexpiredKey(db: Db, claim: KeyClaim, windowHours: num
 export type NewNotification = Pick<
   NotificationRow,
   'id' | 'title' | 'body' | 'imageUrl' | 'actionUrl' | 'localizations' | 'data' | 'options' | 'scheduledFor' | 'audience' | 'segment'
-> & { applicationId: string; userIds: string[] };
+> & {
+  applicationId: string;
+  userIds: string[];
+  /** A test send's (recipients.installation_ids); null for any other send. */
+  installationIds: string[] | null;
+};
 
 /**
  * Stores a queued notification, and with an Idempotency-Key claims the key for it in the same
  * statement: undefined, with nothing written, when an unexpired claim of the key exists. A
  * concurrent claim of the same key blocks on the unique index until the first transaction ends,
- * so simultaneous retries create exactly one notification. An expired claim is taken over.
+ * so simultaneous retries create exactly one notification. An expired claim is taken over. A
+ * notification stored counts one send in its application's hour (db/sql/statistics.ts), in the
+ * same statement; a replay stores nothing and counts nothing.
  */
 export async function insertNotification(
   db: Db,
@@ -123,21 +131,26 @@ export async function insertNotification(
         where idempotency_keys.created_at < now() - make_interval(hours => ${claim.windowHours})
       returning 1`
     : sql`select 1`;
+  // An audience's users are counted when its fanout starts; a test send targets its ids.
+  const targetUsers = n.audience !== null ? 0 : (n.installationIds?.length ?? n.userIds.length);
   const [stored] = await rows(
     db,
     sql<NotificationRow>`
-      with claimed as (${claimed})
-      insert into notifications
-        (id, application_id, status, title, body, image_url, action_url, localizations, data, options, user_ids, created_at, scheduled_for,
-         audience, segment, target_users)
-      select ${n.id}, ${n.applicationId}, 'queued', ${n.title}, ${n.body}, ${n.imageUrl}, ${n.actionUrl},
-             ${n.localizations === null ? null : JSON.stringify(n.localizations)}::jsonb, ${JSON.stringify(n.data)}::jsonb,
-             ${JSON.stringify(n.options)}::jsonb, ${arrayLiteral(n.userIds)}::text[], now(), ${n.scheduledFor}::timestamptz,
-             ${n.audience === null ? null : JSON.stringify(n.audience)}::jsonb, ${n.segment}::text,
-             -- An audience's users are counted when its fanout starts.
-             ${n.audience === null ? n.userIds.length : 0}::int
-       where exists (select from claimed)
-      returning ${notificationColumns}`,
+      with claimed as (${claimed}), stored as (
+        insert into notifications
+          (id, application_id, status, title, body, image_url, action_url, localizations, data, options, user_ids, installation_ids,
+           created_at, scheduled_for, audience, segment, target_users)
+        select ${n.id}, ${n.applicationId}, 'queued', ${n.title}, ${n.body}, ${n.imageUrl}, ${n.actionUrl},
+               ${n.localizations === null ? null : JSON.stringify(n.localizations)}::jsonb, ${JSON.stringify(n.data)}::jsonb,
+               ${JSON.stringify(n.options)}::jsonb, ${arrayLiteral(n.userIds)}::text[],
+               ${n.installationIds === null ? null : arrayLiteral(n.installationIds)}::text[], now(), ${n.scheduledFor}::timestamptz,
+               ${n.audience === null ? null : JSON.stringify(n.audience)}::jsonb, ${n.segment}::text, ${targetUsers}::int
+         where exists (select from claimed)
+        returning ${notificationColumns}
+      ), counted as (
+        ${addToHours(sql`select ${n.applicationId}::uuid, 1, 0, 0, 0, 0 from stored`)}
+      )
+      select * from stored`,
   );
   return stored && notificationRow(stored);
 }
@@ -153,11 +166,13 @@ export async function findKey(db: Db, claim: Pick<KeyClaim, 'applicationId' | 'k
   return found;
 }
 
-/** How many users each notification is for (a fanout batch is cut by that), in the order asked. */
+/** How many users (or a test send's installations) each notification is for (a fanout batch is cut by that), in the order asked. */
 export async function recipientCounts(db: Db, notificationIds: string[]): Promise<number[]> {
   const found = await rows(
     db,
-    sql<{ id: string; recipients: number }>`select id, cardinality(user_ids) as recipients from notifications where id = any(${arrayLiteral(notificationIds)}::uuid[])`,
+    sql<{ id: string; recipients: number }>`
+      select id, cardinality(user_ids) + coalesce(cardinality(installation_ids), 0) as recipients
+        from notifications where id = any(${arrayLiteral(notificationIds)}::uuid[])`,
   );
   const counts = new Map(found.map((row) => [row.id, row.recipients]));
   return notificationIds.map((id) => counts.get(id) ?? 0);

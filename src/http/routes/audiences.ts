@@ -1,9 +1,10 @@
 import { Router } from 'express';
 import type { Orm } from '../../db/orm.ts';
 import { countAudienceOf, deleteSegment, findSegment, listSegments, saveSegment, segmentView } from '../../domain/segments.ts';
+import { readTagSummary, type TagSummaryQueue } from '../../domain/tag-summaries.ts';
 import { principalOf } from '../auth.ts';
 
-export function audiencesRouter(orm: Orm): Router {
+export function audiencesRouter(orm: Orm, tagSummaries: TagSummaryQueue): Router {
   const router = Router();
   const path = '/api/v1/segments/:name';
 
@@ -32,6 +33,11 @@ export function audiencesRouter(orm: Orm): Router {
   router.post('/api/v1/audiences/count', async (req, res) => {
     const { applicationId } = principalOf(req);
     res.json({ data: await countAudienceOf(orm.em, applicationId, req.body) });
+  });
+
+  router.get('/api/v1/tags', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    res.json(await readTagSummary(orm.em, applicationId, tagSummaries));
   });
 
   return router;

@@ -11,6 +11,7 @@ import {
 } from '../../domain/notifications.ts';
 import { cancelNotification, reportCancellation } from '../../domain/cancellation.ts';
 import type { WebhookOutbox } from '../../domain/webhook-outbox.ts';
+import { hourlyStatistics } from '../../domain/hourly-statistics.ts';
 import { breakdownOf, deliveryView, listDeliveries, listUserDeliveries, userDeliveryView, type DeliveryView } from '../../domain/deliveries.ts';
 import { principalOf } from '../auth.ts';
 import { pageParameters } from '../page.ts';
@@ -84,6 +85,13 @@ export function notificationsRouter(orm: Orm, sends: PipelinedPool, fanouts: Fan
   router.get('/api/v1/notifications/:notificationId/breakdown', async (req, res) => {
     const { applicationId } = principalOf(req);
     res.json({ data: await breakdownOf(orm.em, applicationId, req.params.notificationId) });
+  });
+
+  router.get('/api/v1/stats/hourly', async (req, res) => {
+    const { applicationId } = principalOf(req);
+    // Strings, or absent: the validator has answered 422 for anything else.
+    const { from, to } = req.query as { from?: string; to?: string };
+    res.json(await hourlyStatistics(orm.em, applicationId, { from, to }));
   });
 
   return router;
