@@ -19,21 +19,15 @@
 //   BENCH_RUNS              warm runs per audience (20)
 //   BENCH_JSON              write the figures to this file instead of bench/results/audience-count-<UTC time>.json
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
-import { migrate, openOrm } from '../src/db/orm.ts';
-import { createApplication, createToken } from '../src/domain/applications.ts';
 import type { Audience } from '../src/domain/audiences.ts';
-import { prefillInstallations } from './prefill-installations.ts';
+import { prefilledBench } from './prefill-installations.ts';
 import {
-  createBenchDatabase,
   createCleanups,
   fixed,
   integer,
-  machineLine,
   percentile,
   positiveIntegerFromEnv,
   runBenchmark,
-  startBenchApi,
   writeResults,
 } from './support.ts';
 
@@ -59,28 +53,13 @@ async function main(): Promise<number> {
   return runBenchmark(
     'bench-audience-count',
     async () => {
-      const url = await createBenchDatabase(settings.adminUrl, database, cleanups);
-      process.stdout.write(`${machineLine(database, settings.adminUrl)}\n`);
-      const orm = await openOrm(url, 4);
-      cleanups.add('orm', () => orm.close());
-      await migrate(orm);
-      const application = await createApplication(orm.em.fork(), 'audience bench');
-      const { plaintext: token } = await createToken(orm.em.fork(), { applicationId: application.id, name: 'bench', abilities: ['*'] });
-
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      cleanups.add('prefill client', () => client.end());
-      let started = performance.now();
-      await prefillInstallations(client, application.id, settings.installations);
-      const prefillSeconds = (performance.now() - started) / 1000;
-      started = performance.now();
-      await client.query('vacuum analyze installations');
-      const vacuumSeconds = (performance.now() - started) / 1000;
-      process.stdout.write(
-        `prefill: ${integer(settings.installations)} installations in ${fixed(prefillSeconds, 1)} s (generate_series, indexes in place), vacuum analyze ${fixed(vacuumSeconds, 1)} s\n`,
-      );
-
-      const api = await startBenchApi(url, orm, cleanups, 2);
+      const { token, api, prefill } = await prefilledBench({
+        adminUrl: settings.adminUrl,
+        database,
+        application: 'audience bench',
+        installations: settings.installations,
+        cleanups,
+      });
       const count = async (audience: Audience) => {
         const at = performance.now();
         const response = await fetch(`${api}/api/v1/audiences/count`, {
@@ -110,7 +89,7 @@ async function main(): Promise<number> {
       }
       writeResults('audience-count', {
         settings,
-        prefill: { installations: settings.installations, seconds: prefillSeconds, vacuumAnalyzeSeconds: vacuumSeconds, how: 'one generate_series insert' },
+        prefill,
         counts: figures,
       });
       return 0;

@@ -3,7 +3,10 @@
 // determined; 5 % without a user, the others spread over 700,000 users; tags `plan` (free 50 %,
 // trial 40 %, pro 10 %), `country` (10 values) and `beta` on 5 %; 8 locales; last seen spread over
 // 90 days; 0.5 % sharing another installation's push identifier.
-import type pg from 'pg';
+import pg from 'pg';
+import { migrate, openOrm, type Orm } from '../src/db/orm.ts';
+import { createApplication, createToken } from '../src/domain/applications.ts';
+import { type Cleanups, createBenchDatabase, fixed, integer, machineLine, startBenchApi } from './support.ts';
 
 /**
  * `count` installations of the application in one statement. Push identifiers look like the real
@@ -33,4 +36,45 @@ export async function prefillInstallations(client: pg.Client, applicationId: str
                             now() - make_interval(secs => (n * 7919) % (90 * 86400)) as seen) v`,
     [applicationId, count],
   );
+}
+
+/** A bench's database of one application with `installations` prefilled, and Herald's app on a port. */
+export type PrefilledBench = {
+  orm: Orm;
+  applicationId: string;
+  /** A token with every ability. */
+  token: string;
+  /** The app's base URL. */
+  api: string;
+  prefill: { installations: number; seconds: number; vacuumAnalyzeSeconds: number; how: string };
+};
+
+/**
+ * A fresh database (dropped by `cleanups`), migrated, one application and a token, `installations`
+ * prefilled then vacuumed and analyzed (both timed and printed), and Herald's app on a port.
+ */
+export async function prefilledBench(options: { adminUrl: string; database: string; application: string; installations: number; cleanups: Cleanups }): Promise<PrefilledBench> {
+  const { adminUrl, database, cleanups, installations } = options;
+  const url = await createBenchDatabase(adminUrl, database, cleanups);
+  process.stdout.write(`${machineLine(database, adminUrl)}\n`);
+  const orm = await openOrm(url, 4);
+  cleanups.add('orm', () => orm.close());
+  await migrate(orm);
+  const application = await createApplication(orm.em.fork(), options.application);
+  const { plaintext: token } = await createToken(orm.em.fork(), { applicationId: application.id, name: 'bench', abilities: ['*'] });
+
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  cleanups.add('prefill client', () => client.end());
+  let started = performance.now();
+  await prefillInstallations(client, application.id, installations);
+  const seconds = (performance.now() - started) / 1000;
+  started = performance.now();
+  await client.query('vacuum analyze installations');
+  const vacuumAnalyzeSeconds = (performance.now() - started) / 1000;
+  process.stdout.write(
+    `prefill: ${integer(installations)} installations in ${fixed(seconds, 1)} s (generate_series, indexes in place), vacuum analyze ${fixed(vacuumAnalyzeSeconds, 1)} s\n`,
+  );
+  const api = await startBenchApi(url, orm, cleanups, 2);
+  return { orm, applicationId: application.id, token, api, prefill: { installations, seconds, vacuumAnalyzeSeconds, how: 'one generate_series insert' } };
 }

@@ -218,7 +218,7 @@ export function createCleanups(report: (line: string) => void = (line) => proces
   };
 }
 
-type Cleanups = ReturnType<typeof createCleanups>;
+export type Cleanups = ReturnType<typeof createCleanups>;
 
 /** A fresh database named `database` on the server of `adminUrl`, dropped by `cleanups`; answers its URL. */
 export async function createBenchDatabase(adminUrl: string, database: string, cleanups: Cleanups): Promise<string> {

@@ -16,21 +16,15 @@
 //   BENCH_REFRESHES         warm computations (3)
 //   BENCH_JSON              write the figures to this file instead of bench/results/tags-<UTC time>.json
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
-import { migrate, openOrm } from '../src/db/orm.ts';
-import { createApplication, createToken } from '../src/domain/applications.ts';
 import { refreshTagSummary, tagSummarySettings } from '../src/domain/tag-summaries.ts';
-import { prefillInstallations } from './prefill-installations.ts';
+import { prefilledBench } from './prefill-installations.ts';
 import {
-  createBenchDatabase,
   createCleanups,
   fixed,
   integer,
-  machineLine,
   percentile,
   positiveIntegerFromEnv,
   runBenchmark,
-  startBenchApi,
   writeResults,
 } from './support.ts';
 
@@ -50,28 +44,13 @@ async function main(): Promise<number> {
   return runBenchmark(
     'bench-tags',
     async () => {
-      const url = await createBenchDatabase(settings.adminUrl, database, cleanups);
-      process.stdout.write(`${machineLine(database, settings.adminUrl)}\n`);
-      const orm = await openOrm(url, 4);
-      cleanups.add('orm', () => orm.close());
-      await migrate(orm);
-      const application = await createApplication(orm.em.fork(), 'tags bench');
-      const { plaintext: token } = await createToken(orm.em.fork(), { applicationId: application.id, name: 'bench', abilities: ['*'] });
-
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      cleanups.add('prefill client', () => client.end());
-      let started = performance.now();
-      await prefillInstallations(client, application.id, settings.installations);
-      const prefillSeconds = (performance.now() - started) / 1000;
-      started = performance.now();
-      await client.query('vacuum analyze installations');
-      const vacuumSeconds = (performance.now() - started) / 1000;
-      process.stdout.write(
-        `prefill: ${integer(settings.installations)} installations in ${fixed(prefillSeconds, 1)} s (generate_series, indexes in place), vacuum analyze ${fixed(vacuumSeconds, 1)} s\n`,
-      );
-
-      const api = await startBenchApi(url, orm, cleanups, 2);
+      const { orm, applicationId, token, api, prefill } = await prefilledBench({
+        adminUrl: settings.adminUrl,
+        database,
+        application: 'tags bench',
+        installations: settings.installations,
+        cleanups,
+      });
       const read = async () => {
         const at = performance.now();
         const response = await fetch(`${api}/api/v1/tags`, { headers: { authorization: `Bearer ${token}` } });
@@ -87,7 +66,7 @@ async function main(): Promise<number> {
       const refreshMs: number[] = [];
       for (let run = 0; run <= settings.refreshes; run++) {
         const at = performance.now();
-        await refreshTagSummary(orm.em.fork(), application.id, tagSummarySettings.statementSeconds);
+        await refreshTagSummary(orm.em.fork(), applicationId, tagSummarySettings.statementSeconds);
         refreshMs.push(performance.now() - at);
       }
       const [coldRefreshMs, ...warmRefreshMs] = refreshMs;
@@ -111,7 +90,7 @@ async function main(): Promise<number> {
       );
       writeResults('tags', {
         settings,
-        prefill: { installations: settings.installations, seconds: prefillSeconds, vacuumAnalyzeSeconds: vacuumSeconds, how: 'one generate_series insert' },
+        prefill,
         firstRead: { ms: first.ms, refreshedAt: first.body.refreshed_at, ok: firstOk },
         refresh: { coldMs: coldRefreshMs, warmMs: warmRefreshMs },
         read: { ms: reads, p50Ms: p50, p95Ms: p95, goalMs, ok },
