@@ -385,11 +385,14 @@ async function main(): Promise<number> {
   probePhase = 'retention';
   const retentionStarted = performance.now();
   let statementsMax = 0;
+  let slowestTable = '';
   const removed = await deleteExpired(retentionOrm.em.fork(), {
     retentionDays: 30,
     batchSize: retentionBatchSize,
     budgetMs: 600_000,
-    onBatch: (batch) => (statementsMax = Math.max(statementsMax, batch.ms)),
+    onBatch: (batch) => {
+      if (batch.ms > statementsMax) [statementsMax, slowestTable] = [batch.ms, batch.table];
+    },
   });
   const retentionSeconds = (performance.now() - retentionStarted) / 1000;
   probePhase = 'after';
@@ -399,6 +402,7 @@ async function main(): Promise<number> {
     seconds: retentionSeconds,
     rowsPerSecond: removed.deliveries / retentionSeconds,
     slowestStatementMs: statementsMax,
+    slowestStatementTable: slowestTable,
     baselinePostP99: percentile(postOf('baseline'), 99),
     retentionPostP99: percentile(postOf('retention'), 99),
     baselineCount: postOf('baseline').length,
@@ -501,7 +505,7 @@ function report(figures: Record<string, unknown>): void {
       audience: number;
       probes: { count: number; firstPushP50: number; firstPushP99: number; postP99: number; medianTimeline: Record<string, number>; slowest: Record<string, number> };
     };
-    retention: { deliveries: number; seconds: number; rowsPerSecond: number; slowestStatementMs: number; baselinePostP99: number; retentionPostP99: number };
+    retention: { deliveries: number; seconds: number; rowsPerSecond: number; slowestStatementMs: number; slowestStatementTable: string; baselinePostP99: number; retentionPostP99: number };
     kill: { audience: number; walkedAtKill: number; walkedAfterRestart: number; missed: number; doubledDeliveries: number; pushes: number; providerDuplicates: number };
     cancel: { audience: number; status: number; walkedAtEnd: number; pushesBefore: number; pushesAfter: number; pending: number; final: string };
     rss: { peakMb: Record<string, number>; workerUpTo100kMb: number; workerPast100kMb: number };
@@ -532,7 +536,7 @@ function report(figures: Record<string, unknown>): void {
     `≤ ${goals.retentionFactor}× baseline`,
     r.retentionPostP99 <= goals.retentionFactor * r.baselinePostP99,
   );
-  log(`    slowest deleting statement ${fixed(r.slowestStatementMs, 1)} ms`);
+  log(`    slowest deleting statement ${fixed(r.slowestStatementMs, 1)} ms (${r.slowestStatementTable})`);
   const k = f.kill;
   row(`kill -9 at ${integer(k.walkedAtKill)} of ${integer(k.audience)} walked: installations missed`, integer(k.missed), '0', k.missed === 0 && k.doubledDeliveries === 0);
   row('  rows walked after the restart', integer(k.walkedAfterRestart), `< ${integer(k.audience)}`, k.walkedAfterRestart < k.audience);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { loadConfig } from '../src/service/config.ts';
 import { deleteExpiredIdempotencyKeys } from '../src/domain/notifications.ts';
+import { deleteNotifications } from '../src/db/sql/retention.ts';
 import { deleteExpired, type RetentionBatch, type RetentionOptions } from '../src/domain/retention.ts';
 import { queues } from '../src/worker/queue.ts';
 import { finishedJobSeconds, startMaintenance } from '../src/worker/maintenance.ts';
@@ -162,6 +163,31 @@ test('more rows than one batch are all deleted, no statement deleting more than 
   expect(deliveryBatches.length).toBeGreaterThanOrEqual(8);
   // The twelve one-delivery notifications are taken about five at a time, not one per statement.
   expect(batches.filter((batch) => batch.table === 'notifications').length).toBeLessThan(16);
+});
+
+test('a notification of an exact multiple of a batch goes once its last delivery is deleted', async () => {
+  const application = await harness.newApplication();
+  // 10 deliveries in batches of 5: the third statement deletes none and names no last id.
+  const id = await seed(application.id, { status: 'completed', ageDays: 45, deliveries: 10, events: 1 });
+
+  const removed = await retention({ batchSize: 5 });
+
+  expect(removed).toMatchObject({ deliveries: 10, done: true });
+  expect(await remaining(application.id)).toEqual({ notifications: [], deliveries: 0, events: 0, keys: 0 });
+  expect((await harness.orm.em.fork().execute('select 1 from notifications where id = ?', [id])).length).toBe(0);
+});
+
+test('a notification with a delivery left after the last one deleted stays until a run deletes it', async () => {
+  const application = await harness.newApplication();
+  const id = await seed(application.id, { status: 'completed', ageDays: 45, deliveries: 3 });
+  const [first] = await harness.orm.em
+    .fork()
+    .execute<{ id: string }[]>('select id::text from deliveries where notification_id = ? order by id limit 1', [id]);
+
+  expect(await deleteNotifications(harness.orm.em.fork(), [id], first.id)).toEqual({ notifications: 0, idempotencyKeys: 0 });
+  expect(await remaining(application.id)).toMatchObject({ notifications: [id], deliveries: 3 });
+  // A run deletes the deliveries first, and then the notification.
+  expect(await retention()).toMatchObject({ notifications: 1, deliveries: 3, done: true });
 });
 
 test('a run stops at its time budget or when its worker stops, and the next one carries on', async () => {

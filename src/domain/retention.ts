@@ -106,14 +106,15 @@ export async function deleteExpired(em: EntityManager, options: RetentionOptions
     for (;;) {
       if (!inTime()) return removed;
       const gone = await timed('deliveries', () => deleteDeliveriesOf(em, ids, options.batchSize, after), (result) => result.deliveries);
-      after = gone.last;
+      // The last statement of an exact multiple of a batch deletes none and names no id.
+      after = gone.last ?? after;
       removed.deliveries += gone.deliveries;
       removed.events += gone.events;
       // A finished notification gets no new deliveries: fewer than a batch means none are left.
       if (gone.deliveries < options.batchSize) break;
     }
     if (!inTime()) return removed;
-    const gone = await timed('notifications', () => deleteNotifications(em, ids), (result) => result.notifications);
+    const gone = await timed('notifications', () => deleteNotifications(em, ids, after), (result) => result.notifications);
     removed.notifications += gone.notifications;
     removed.idempotencyKeys += gone.idempotencyKeys;
     // Cannot happen while finished notifications get no new deliveries; if it did, the same pick
