@@ -135,9 +135,10 @@ type ProviderStatusView = Schemas['ProviderStatus'];
 /** A platform's credentials and their health (credentialHealth), as `GET /api/v1/app` shows them. */
 function providerStatus(platform: Platform, credential: CredentialHealthRow | undefined): ProviderStatusView {
   const provider = providerOf[platform];
-  if (!credential) return { provider, status: 'not_configured', since: null, reason: null, updated_at: null };
+  const publicKey = platform === 'web' ? { public_key: credential?.publicKey ?? null } : {};
+  if (!credential) return { provider, ...publicKey, status: 'not_configured', since: null, reason: null, updated_at: null };
   const { status, since, reason } = credentialHealth(credential);
-  return { provider, status, since: since?.toISOString() ?? null, reason, updated_at: credential.updatedAt.toISOString() };
+  return { provider, ...publicKey, status, since: since?.toISOString() ?? null, reason, updated_at: credential.updatedAt.toISOString() };
 }
 
 /**
@@ -155,6 +156,8 @@ export async function describeApplication(em: EntityManager, principal: Principa
     id: found.id,
     name: found.name,
     created_at: found.createdAt.toISOString(),
+    // A page needs it to subscribe, and it is public by design: every token sees it.
+    vapid_public_key: found.credentials.find((c) => c.provider === 'webpush')?.publicKey ?? null,
     token: { name: found.tokenName, abilities: found.abilities as Schemas['Ability'][] },
   };
   const sends = grants(found.abilities, ['notifications:send']);
@@ -164,7 +167,11 @@ export async function describeApplication(em: EntityManager, principal: Principa
   }
   if (sends || grants(found.abilities, ['notifications:read'])) {
     const credential = (platform: Platform) => found.credentials.find((c) => c.provider === providerOf[platform]);
-    view.credentials = { ios: providerStatus('ios', credential('ios')), android: providerStatus('android', credential('android')) };
+    view.credentials = {
+      ios: providerStatus('ios', credential('ios')),
+      android: providerStatus('android', credential('android')),
+      web: providerStatus('web', credential('web')),
+    };
   }
   return view;
 }

@@ -19,6 +19,7 @@ import { dashboardRouter } from './dashboard.ts';
 import { docsRouter } from './docs.ts';
 import { notFound } from '../domain/errors.ts';
 import type { SendPolicy } from '../domain/rate-limits.ts';
+import type { EndpointRules } from '../domain/web-push.ts';
 import type { SendLimiter } from './send-limiter.ts';
 import { errorHandler, lastResortHandler } from './errors.ts';
 import { announceQuotaOnError, sendQuota } from './rate-limit.ts';
@@ -53,6 +54,8 @@ export type AppOptions = {
   tokenCacheMs: number;
   /** Where the built dashboard is (default: dist/dashboard/ of this checkout). */
   dashboardDir?: string;
+  /** Which Web Push endpoints an installation may register (default: the known push services, public addresses). */
+  webPushEndpoints?: EndpointRules;
 };
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -152,7 +155,7 @@ export function createApp(options: AppOptions): Express {
     }),
   );
   app.use(systemRouter(options.readiness, document, options.outage));
-  app.use(installationsRouter(orm));
+  app.use(installationsRouter(orm, options.webPushEndpoints ?? { extraHosts: [], allowPrivate: false }));
   const quota = sendQuota(options.sendLimiter, options.defaultSendPolicy);
   app.use(notificationsRouter(orm, options.sends, options.fanouts, quota, options.webhooks));
   app.use(eventsRouter(orm, options.webhooks));

@@ -288,6 +288,7 @@ async function startApiPart(config: Config, logger: Logger, shared: Shared & { r
     readiness,
     defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
     tokenCacheMs,
+    webPushEndpoints: { extraHosts: config.HERALD_WEBPUSH_HOSTS, allowPrivate: config.HERALD_WEBPUSH_ALLOW_PRIVATE },
   });
   let server: Server;
   try {

@@ -28,7 +28,9 @@ export async function findToken(db: Db, publicId: string): Promise<TokenRow | un
 }
 
 export type CredentialHealthRow = {
-  provider: 'apns' | 'fcm';
+  provider: 'apns' | 'fcm' | 'webpush';
+  /** The VAPID public key of `webpush` credentials; null for the others. */
+  publicKey: string | null;
   updatedAt: Date;
   unhealthySince: Date | null;
   lastError: string | null;
@@ -59,7 +61,7 @@ export async function findApplicationOverview(db: Db, applicationId: string, tok
       select a.id, a.name, a.created_at as "createdAt", a.send_quota as "sendQuota", a.send_window_seconds as "sendWindowSeconds",
              t.name as "tokenName", t.abilities,
              coalesce((select json_agg(json_build_object(
-                                'provider', c.provider, 'updatedAt', c.updated_at, 'unhealthySince', c.unhealthy_since,
+                                'provider', c.provider, 'publicKey', c.settings->>'publicKey', 'updatedAt', c.updated_at, 'unhealthySince', c.unhealthy_since,
                                 'lastError', c.last_error, 'unreachableSince', c.unreachable_since, 'verifiedAt', c.verified_at))
                          from provider_credentials c where c.application_id = a.id), '[]'::json) as credentials
         from applications a join api_tokens t on t.application_id = a.id
@@ -69,6 +71,7 @@ export async function findApplicationOverview(db: Db, applicationId: string, tok
   // json_build_object gives timestamps as text.
   const credentials = found.credentials.map((c) => ({
     provider: c.provider as CredentialHealthRow['provider'],
+    publicKey: c.publicKey,
     updatedAt: new Date(c.updatedAt!),
     unhealthySince: c.unhealthySince === null ? null : new Date(c.unhealthySince),
     lastError: c.lastError,
