@@ -104,7 +104,7 @@ clean:
 # is always built from the current source. Its tools are the repository's devDependencies, not the
 # package's (which has none): on a fresh clone, `install` fetches them first.
 sdk-build: install
-	cd sdk && tsup
+	cd sdk && rm -rf dist && tsup
 
 # The fanout benchmark (bench/fanout.ts): the client libraries' ceiling against the simulators, the
 # floor of a durable fanout (the same, each delivery written in plain SQL), both also run as Herald

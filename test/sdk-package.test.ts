@@ -89,6 +89,11 @@ test('npm pack makes a tarball of the build, the README and the license, version
     'package/dist/index.d.cts',
     'package/dist/index.d.ts',
     'package/dist/index.js',
+    'package/dist/web/index.d.ts',
+    'package/dist/web/index.js',
+    'package/dist/web/service-worker.d.ts',
+    'package/dist/web/service-worker.global.js',
+    'package/dist/web/service-worker.js',
     'package/package.json',
   ]);
   const manifest = JSON.parse(readFileSync(path.join(project, 'node_modules/@herald/sdk/package.json'), 'utf8'));
