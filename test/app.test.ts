@@ -117,6 +117,7 @@ test('stored credentials are unverified until a provider accepts a push, then he
   expect(res.body.data.credentials).toEqual({
     ios: { provider: 'apns', status: 'unverified', since: null, reason: null, updated_at: apns.updatedAt.toISOString() },
     android: { provider: 'fcm', status: 'unverified', since: null, reason: null, updated_at: fcm.updatedAt.toISOString() },
+    web: webNotConfigured,
   });
   await app.register('verified-phone', ios('verified-1', 'vera'));
   await app.register('verified-tablet', android('verified-2', 'vera'));
@@ -124,6 +125,7 @@ test('stored credentials are unverified until a provider accepts a push, then he
   expect((await getApp(app.server).expect(200)).body.data.credentials).toEqual({
     ios: { provider: 'apns', status: 'healthy', since: null, reason: null, updated_at: apns.updatedAt.toISOString() },
     android: { provider: 'fcm', status: 'healthy', since: null, reason: null, updated_at: fcm.updatedAt.toISOString() },
+    web: webNotConfigured,
   });
   await setFcmCredentials(em(), app.id, pipeline.credentials.fcm, pipeline.credentialsKey);
   const again = await getApp(app.server).expect(200);
