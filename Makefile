@@ -109,7 +109,8 @@ sdk-build: install
 # The fanout benchmark (bench/fanout.ts): the client libraries' ceiling against the simulators, the
 # floor of a durable fanout (the same, each delivery written in plain SQL), both also run as Herald
 # is (bin/herald-node's memory settings), then Herald end to end (20 notifications × 500 users,
-# 20,000 installations) on a fresh database on DATABASE_URL's server
+# 20,000 installations), then a mixed run (a third each iOS, Android, web) against the libraries
+# alone (web-push's own sendNotification for web), on a fresh database on DATABASE_URL's server
 # (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
 # `make bench-fanout BENCH_ARGS=--prefill` adds 1 million installations and 2 million deliveries first.
 .PHONY: bench-fanout

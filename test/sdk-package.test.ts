@@ -114,7 +114,7 @@ const herald = createHerald({ baseUrl: 'http://127.0.0.1:3000', token: 'hrld_id_
 
 export async function main(): Promise<string[]> {
   const installation = await herald.registerInstallation('phone-1', { platform: 'ios', provider: { identifier: 'abc' }, user_id: 'user-1' });
-  const platform: 'ios' | 'android' = installation.platform;
+  const platform: 'ios' | 'android' | 'web' = installation.platform;
   await herald.updateInstallation('phone-1', { permission: 'denied' });
   const sent = await herald.send({ recipients: { user_ids: ['user-1'] }, notification: { title: 'Hi' } }, { idempotencyKey: 'order-1042' });
   const accepted: boolean = sent.meta.accepted;

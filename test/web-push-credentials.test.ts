@@ -104,3 +104,17 @@ test('a given pair is stored as it is; a pair that does not match, a bad subject
   expect(await set('--subject', 'mailto:b@example.com', '--public-key', publicKey, '--private-key-file', path.join(dir, 'private.key'))).not.toContain('replaced');
   expect((await stored(application.id)).settings).toEqual({ subject: 'mailto:b@example.com', publicKey });
 });
+
+test('apps set --allowed-origins names the sites whose pages may call the application; a path or an http site is refused', async () => {
+  const application = await harness.newApplication('origins cli');
+  expect(await herald('apps', 'set', '--app', application.id, '--allowed-origins', 'https://shop.example, https://www.shop.example')).toBe(
+    `Pages of https://shop.example, https://www.shop.example may call application ${application.id} from a browser with its app token.\n`,
+  );
+  const [row] = await harness.orm.em.fork().execute<{ allowed_origins: string[] }[]>('select allowed_origins from applications where id = ?', [application.id]);
+  expect(row.allowed_origins).toEqual(['https://shop.example', 'https://www.shop.example']);
+  const refused = await herald('apps', 'set', '--app', application.id, '--allowed-origins', 'https://shop.example/app,http://shop.example').catch((error) => error);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('"https://shop.example/app" is not an origin');
+  expect(refused.stderr).toContain('http://shop.example is http: only pages on this machine');
+  expect(await herald('apps', 'set', '--app', application.id, '--allowed-origins', '')).toContain('No page may call application');
+});

@@ -207,3 +207,26 @@ describe('the 3,993-byte plaintext', () => {
     expect(receivedBy(subscription.endpoint)).toEqual([]);
   });
 });
+
+test('an audience of platform web reaches the browsers alone, each in its language; statistics and the breakdown count them as web', async () => {
+  const shop = await pipeline.newApplication({ apns: true, webpush: true });
+  const browser = pipeline.webPush.subscribe(pipeline.credentials.webpush.publicKey);
+  await shop.register('fr-browser', web(browser, 'zoe', { device: { locale: 'fr-FR' } }));
+  await shop.register('zoe-phone', { platform: 'ios', provider: { identifier: 'phone-zoe' }, user_id: 'zoe', permission: 'authorized' });
+  const id = await shop.send({
+    recipients: { audience: { platforms: ['web'] } },
+    notification: { title: 'Sale', body: 'Today', localizations: { fr: { title: 'Soldes', body: "Aujourd'hui" } } },
+  });
+  const done = await shop.settled(id);
+  expect(done.statistics).toMatchObject({ installations: 1, accepted: 1 });
+  expect((await shop.deliveries(id)).map(({ platform, locale }) => ({ platform, locale }))).toEqual([{ platform: 'web', locale: 'fr' }]);
+  expect(receivedBy(browser.endpoint)[0].payload).toMatchObject({ title: 'Soldes', body: "Aujourd'hui" });
+  const breakdown = await request(pipeline.harness.app).get(`/api/v1/notifications/${id}/breakdown`).set('Authorization', `Bearer ${shop.server}`).expect(200);
+  expect(JSON.stringify(breakdown.body)).toContain('"web"');
+  const counted = await request(pipeline.harness.app)
+    .post('/api/v1/audiences/count')
+    .set('Authorization', `Bearer ${shop.server}`)
+    .send({ audience: { platforms: ['web'] } })
+    .expect(200);
+  expect(counted.body.data).toMatchObject({ installations: 1, users: 1 });
+});

@@ -117,3 +117,20 @@ export const webPushPlaintextLimit = 4096 - 86 - 1 - 16;
 export function webPushUrgency(priority: 'normal' | 'high' | undefined): 'normal' | 'high' {
   return priority === 'high' ? 'high' : 'normal';
 }
+
+/**
+ * What is wrong with an origin an operator allows to call Herald from a browser, or null. An
+ * origin is a scheme, host and port, nothing else (`https://shop.example`); http only for this
+ * machine (a page in development), since a page served over http can be rewritten by anyone on
+ * its path and its token taken.
+ */
+export function allowedOriginProblem(text: string): string | null {
+  const url = URL.canParse(text) ? new URL(text) : null;
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.origin !== text) {
+    return `${JSON.stringify(text)} is not an origin: give the scheme, host and port a page is served from, e.g. https://shop.example (no path, no trailing slash).`;
+  }
+  if (url.protocol === 'http:' && !['localhost', '127.0.0.1', '[::1]'].includes(url.hostname)) {
+    return `${text} is http: only pages on this machine (localhost, 127.0.0.1, [::1]) may use http; allow the site's https origin.`;
+  }
+  return null;
+}

@@ -15,6 +15,7 @@ import type { Logger } from '../logging/logger.ts';
 import { httpRequest } from '../observability/metrics.ts';
 import { applicationIdOf, authorize, routeOf } from './auth.ts';
 import { readJsonBody } from './body.ts';
+import { corsPreflight } from './cors.ts';
 import { dashboardRouter } from './dashboard.ts';
 import { docsRouter } from './docs.ts';
 import { notFound } from '../domain/errors.ts';
@@ -135,6 +136,8 @@ export function createApp(options: AppOptions): Express {
   app.use(docsRouter());
   // The dashboard's page and bundle: static, outside the API's document and before its checks.
   app.use(dashboardRouter(options.dashboardDir));
+  // A page's preflight, before the checks of a request: it carries no token (http/cors.ts).
+  app.use(corsPreflight(orm, options.tokenCacheMs));
   // One unit of work per request: handlers and the domain use orm.em, which is this request's fork.
   app.use((_req, _res, next) => RequestContext.create(orm.em, next));
   // The order of checks: the operation and the token from the headers (404/405, 401/403), then the

@@ -42,4 +42,6 @@ export type ProviderEndpoints = {
   ca?: string;
   /** HERALD_WEBPUSH_ALLOW_PRIVATE: Web Push may connect to loopback and private addresses (a local simulator). */
   webPushAllowPrivate?: boolean;
+  /** The Web Push simulator's URL, when one runs in this process: subscriptions on its host are accepted. */
+  webPushSimulator?: string;
 };
