@@ -1,7 +1,7 @@
 // The few Herald operations a browser calls, with fetch directly: the generated client would
 // weigh more than the rest of the browser module together.
 import { HeraldError } from '../errors.ts';
-import type { Application, EventCreate, Installation, InstallationPut } from '../generated/index.ts';
+import type { Application, EventCreate, Installation, InstallationPatch, InstallationPut } from '../generated/index.ts';
 
 /** An answer that should not take longer: a push event's worker is not kept alive for ever. */
 const requestTimeoutMs = 10_000;
@@ -40,10 +40,10 @@ export async function putInstallation(target: Target, installationId: string, bo
   return ((await response.json()) as { data: Installation }).data;
 }
 
-export async function deleteInstallation(target: Target, installationId: string): Promise<void> {
-  const response = await call(target, 'DELETE', `api/v1/installations/${encodeURIComponent(installationId)}`);
-  // Already gone is what was asked.
-  if (!response.ok && response.status !== 404) throw await failure(response);
+export async function patchInstallation(target: Target, installationId: string, body: InstallationPatch): Promise<Installation> {
+  const response = await call(target, 'PATCH', `api/v1/installations/${encodeURIComponent(installationId)}`, body);
+  if (!response.ok) throw await failure(response);
+  return ((await response.json()) as { data: Installation }).data;
 }
 
 /** POST /api/v1/events: Herald's status, or null when it could not be reached. */

@@ -3,7 +3,7 @@
 // platform `web`; the service worker (@herald/sdk/web/service-worker) shows what Herald pushes
 // and reports what happens to it, with the settings subscribe() leaves in IndexedDB.
 import type { Installation } from '../generated/index.ts';
-import { deleteInstallation, putInstallation, vapidPublicKey } from './api.ts';
+import { patchInstallation, putInstallation, vapidPublicKey } from './api.ts';
 import { base64urlBytes, installationOf, permissionOf, registrationDue, sameKey } from './rules.ts';
 import { readSettings, writeSettings } from './store.ts';
 
@@ -22,6 +22,13 @@ export type SubscribeOptions = {
   installationId?: string;
   /** The signed-in user, whom sends to `user_ids` reach; null or left out: nobody yet. */
   userId?: string | null;
+  /**
+   * The application's VAPID public key (`herald credentials show`, or `vapid_public_key` of
+   * GET /api/v1/app). Left out, it is read from GET /api/v1/app, which a page can do only when
+   * Herald answers it at the page's own origin: Herald's CORS covers only registering and
+   * reporting.
+   */
+  vapidPublicKey?: string;
 };
 
 export type WebSubscription = {
@@ -43,7 +50,7 @@ export async function subscribe(options: SubscribeOptions): Promise<WebSubscript
   const { baseUrl, appToken, serviceWorker } = options;
   const stored = await readSettings();
   const installationId = options.installationId ?? stored?.installationId ?? crypto.randomUUID();
-  const key = await vapidPublicKey({ baseUrl, appToken });
+  const key = options.vapidPublicKey ?? (await vapidPublicKey({ baseUrl, appToken }));
   if (!key) throw new Error('This application has no VAPID key yet: its operator runs `herald credentials set-webpush` first.');
   const serverKey = base64urlBytes(key);
 
@@ -71,14 +78,16 @@ export async function subscribe(options: SubscribeOptions): Promise<WebSubscript
 }
 
 /**
- * Ends this browser's subscription: the push service forgets it and Herald deletes the
- * installation. The installation id is kept, so a later subscribe() comes back as the same one.
+ * Ends this browser's subscription: the push service forgets it, and Herald's installation is
+ * detached from its user at once (the CORS Herald answers allows no delete from a page), so sends
+ * to that user stop reaching it; the push service's 410 on the next push to it invalidates it. The
+ * installation id is kept, so a later subscribe() comes back as the same installation.
  */
 export async function unsubscribe(options: { serviceWorker: ServiceWorkerRegistration }): Promise<void> {
   const subscription = await options.serviceWorker.pushManager.getSubscription();
   await subscription?.unsubscribe();
   const stored = await readSettings();
   if (!stored) return;
-  await deleteInstallation(stored, stored.installationId);
-  await writeSettings({ ...stored, registered: undefined });
+  await patchInstallation(stored, stored.installationId, { user_id: null });
+  await writeSettings({ ...stored, userId: null, registered: undefined });
 }

@@ -149,16 +149,18 @@ function readJson(event: PushEventLike): unknown {
 /** A window already showing `url` is focused, else one of this site is sent there, else one opens. */
 async function openPage(scope: ServiceWorkerScopeLike, url: string): Promise<void> {
   const windows = (await scope.clients.matchAll({ type: 'window', includeUncontrolled: true })) as WindowClientLike[];
+  // A browser refuses focus() outside a click's handling: the page is still where it should be.
+  const focus = (client: WindowClientLike) => client.focus().catch(() => undefined);
   const showing = windows.find((client) => client.url === url);
   if (showing) {
-    await showing.focus();
+    await focus(showing);
     return;
   }
   const sameSite = windows.find((client) => new URL(client.url).origin === new URL(url).origin && typeof client.navigate === 'function');
   // navigate() works only on a window this worker controls; otherwise a new window opens.
   const navigated = sameSite ? await sameSite.navigate(url).catch(() => null) : null;
   if (navigated) {
-    await (navigated as WindowClientLike).focus();
+    await focus(navigated as WindowClientLike);
     return;
   }
   // An app deep link (`myapp://...`) may not open from a browser: nothing more to do then.
