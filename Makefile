@@ -102,7 +102,8 @@ clean:
 # The SDK package's build (sdk/dist: ESM, CommonJS, type declarations; tsup, see sdk/tsup.config.ts).
 # `npm pack` and `npm publish` in sdk/ run it too (the package's prepack script), so a packed tarball
 # is always built from the current source. Its tools are the repository's devDependencies, not the
-# package's (which has none): on a fresh clone, `install` fetches them first.
+# package's (which has none): on a fresh clone, `install` fetches them first. dist/ is emptied here,
+# not by tsup: its builds (the Node entry, each browser entry) run side by side.
 sdk-build: install
 	cd sdk && rm -rf dist && tsup
 
