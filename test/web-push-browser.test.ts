@@ -134,6 +134,19 @@ afterEach(async () => {
   expect(browser.errors.splice(0)).toEqual([]);
 });
 
+/**
+ * A subscription as a browser's push service would make it, its keys made here (an ECDH P-256 pair
+ * and 16 auth bytes) and handed to the simulator, which then decrypts what Herald sends to it.
+ */
+function newSubscription() {
+  const ecdh = createECDH('prime256v1');
+  ecdh.generateKeys();
+  const auth = randomBytes(16).toString('base64url');
+  endpointId = randomBytes(16).toString('base64url');
+  pipeline.webPush.adopt(endpointId, { privateKey: ecdh.getPrivateKey('base64url'), auth, applicationServerKey: pipeline.credentials.webpush.publicKey });
+  return { endpoint: `${pipeline.webPush.url}/push/${endpointId}`, expirationTime: null, keys: { p256dh: ecdh.getPublicKey('base64url'), auth } };
+}
+
 /** What Herald pushed for a notification to this test's subscription, as the simulator decrypted it. */
 async function pushed(notificationId: string): Promise<WebPushReceived> {
   const mine = () =>
@@ -180,13 +193,7 @@ const outboxSize = () =>
   );
 
 test('subscribe() registers the stubbed subscription with Herald: platform web, its keys, permission, locale and timezone', async () => {
-  // The subscription's keys, made here as a push service's browser side would: an ECDH P-256 pair and 16 auth bytes.
-  const ecdh = createECDH('prime256v1');
-  ecdh.generateKeys();
-  const auth = randomBytes(16).toString('base64url');
-  endpointId = randomBytes(16).toString('base64url');
-  const subscription = { endpoint: `${pipeline.webPush.url}/push/${endpointId}`, expirationTime: null, keys: { p256dh: ecdh.getPublicKey('base64url'), auth } };
-  pipeline.webPush.adopt(endpointId, { privateKey: ecdh.getPrivateKey('base64url'), auth, applicationServerKey: pipeline.credentials.webpush.publicKey });
+  const subscription = newSubscription();
 
   const result = await tab.evaluate(
     async ({ subscription, baseUrl, appToken, installationId, userId, vapidPublicKey }) => {
@@ -336,4 +343,23 @@ test("a 410 from the push service invalidates the browser's installation", async
   expect(settled.statistics).toMatchObject({ installations: 1, failed: 1 });
   expect(await app.installation(installationId)).toMatchObject({ invalidated_at: expect.any(String), invalid_reason: expect.any(String) });
   pipeline.webPush.setRules([]);
+});
+
+test('a subscription the browser replaced (pushsubscriptionchange) is registered again, and pushes reach it', async () => {
+  const replaced = newSubscription();
+  // The browser's event, dispatched in the worker with its new subscription; waitUntil kept by the test as for the click.
+  await worker.evaluate(async (subscription) => {
+    const change = new (globalThis as unknown as { ExtendableEvent: new (type: string) => Event }).ExtendableEvent('pushsubscriptionchange');
+    const pending: Promise<unknown>[] = [];
+    Object.defineProperty(change, 'waitUntil', { value: (promise: Promise<unknown>) => pending.push(promise) });
+    Object.defineProperty(change, 'newSubscription', { value: { ...subscription, toJSON: () => subscription } });
+    self.dispatchEvent(change);
+    await Promise.all(pending);
+  }, replaced);
+  // The invalidated installation is active again on the new endpoint, for the same user.
+  expect(await app.installation(installationId)).toMatchObject({ status: 'active', invalidated_at: null, user_id: userId, permission: 'authorized' });
+  const id = await app.send({ recipients: { user_ids: [userId] }, notification: { title: 'Welcome back' } });
+  await deliver(await pushed(id));
+  expect((await shownWithTag(id))[0].title).toBe('Welcome back');
+  await statistics(id, { accepted: 1, received: 1, displayed: 1 });
 });
