@@ -363,3 +363,18 @@ test('a subscription the browser replaced (pushsubscriptionchange) is registered
   expect((await shownWithTag(id))[0].title).toBe('Welcome back');
   await statistics(id, { accepted: 1, received: 1, displayed: 1 });
 });
+
+test('unsubscribe() ends the subscription and detaches the installation from its user', async () => {
+  const ended = await tab.evaluate(async () => {
+    const registration = await navigator.serviceWorker.ready;
+    // This page (the click navigated here) has the browser's own pushManager: the stand-in again.
+    let unsubscribed = false;
+    const subscription = { unsubscribe: async () => (unsubscribed = true) } as unknown as PushSubscription;
+    registration.pushManager.getSubscription = async () => subscription;
+    const { unsubscribe } = (window as unknown as { herald: typeof import('../sdk/src/web/index.ts') }).herald;
+    await unsubscribe();
+    return unsubscribed;
+  });
+  expect(ended).toBe(true);
+  expect(await app.installation(installationId)).toMatchObject({ user_id: null });
+});

@@ -83,8 +83,9 @@ export async function subscribe(options: SubscribeOptions): Promise<WebSubscript
  * to that user stop reaching it; the push service's 410 on the next push to it invalidates it. The
  * installation id is kept, so a later subscribe() comes back as the same installation.
  */
-export async function unsubscribe(options: { serviceWorker: ServiceWorkerRegistration }): Promise<void> {
-  const subscription = await options.serviceWorker.pushManager.getSubscription();
+export async function unsubscribe(options: { serviceWorker?: ServiceWorkerRegistration } = {}): Promise<void> {
+  const serviceWorker = options.serviceWorker ?? (await navigator.serviceWorker.ready);
+  const subscription = await serviceWorker.pushManager.getSubscription();
   await subscription?.unsubscribe();
   const stored = await readSettings();
   if (!stored) return;
