@@ -42,6 +42,9 @@ export async function mixedRun(stage: MixedStage, settings: MixedSettings, log: 
   const clear = () => Promise.all([clearSimulators(stage.sims), simulatorControl(stage.sims.webPush, stage.sims.ca, 'DELETE', '/__sim/received')]);
   try {
     await ceiling.warm();
+    // Herald's web client too (the library imported, connections opened, the VAPID header signed):
+    // one notification to a few users first, not measured.
+    await heraldRound(stage, seeded.serverToken, { ...settings, notifications: 1, recipients: Math.min(100, users) }, `mixed-warmup-${randomUUID()}`);
     const rounds: MixedRound[] = [];
     for (let round = 0; round < settings.rounds; round++) {
       await clear();

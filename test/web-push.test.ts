@@ -2,8 +2,8 @@
 // web-push library and the Web Push simulator, which checks the VAPID JWT and decrypts what it
 // receives. Every answer a push service gives becomes its outcome: 201 accepted; 404 and 410
 // invalidate (unless the subscription changed since the push read it); 413 and 400 fail the push;
-// 429 and 5xx are retried after Retry-After; 401 and a 403 about the JWT make the credentials
-// unhealthy; a 403 for a subscription made with another key invalidates it.
+// 429 and 5xx are retried after Retry-After; a 401 or 403 refusing the JWT makes the credentials
+// unhealthy, one saying the subscription was made with another key invalidates it.
 import request from 'supertest';
 import { generateVapidKeys } from '../src/domain/credentials.ts';
 import { fitToPlatform, payloadBytes } from '../src/domain/payloads.ts';
@@ -115,6 +115,17 @@ test('a 403 for a subscription made with another key invalidates it; the credent
   const id = await app.send({ recipients: { user_ids: [userId] }, notification: { title: 'Hi' } });
   expect((await app.settled(id)).status).toBe('failed');
   expect((await app.deliveries(id))[0]).toMatchObject({ state: 'failed', reason: 'VapidPkHashMismatch' });
+  expect(await app.installation(installationId)).toMatchObject({ status: 'invalid', invalid_reason: 'VapidPkHashMismatch' });
+  expect((await appHealth()).status).toBe('healthy');
+});
+
+test("Firefox's 401 \"VAPID public key mismatch\" is that subscription's end too, not the credentials'", async () => {
+  const userId = user('firefox-other-key');
+  const installationId = user('firefox');
+  const subscription = await subscribed(installationId, userId);
+  pipeline.webPush.setRules([{ prefix: idOf(subscription.endpoint), reason: 'Unauthorized', status: 401, message: 'VAPID public key mismatch' }]);
+  const id = await app.send({ recipients: { user_ids: [userId] }, notification: { title: 'Hi' } });
+  expect((await app.settled(id)).status).toBe('failed');
   expect(await app.installation(installationId)).toMatchObject({ status: 'invalid', invalid_reason: 'VapidPkHashMismatch' });
   expect((await appHealth()).status).toBe('healthy');
 });

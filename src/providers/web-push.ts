@@ -154,8 +154,14 @@ function post(agent: https.Agent, endpoint: URL, headers: Record<string, unknown
   });
 }
 
-/** Words of a push service's refusal that say the subscription was made with another VAPID key. */
-const otherKeyPattern = /VapidPkHashMismatch|does not correspond|mismatch/i;
+/**
+ * Words of a push service's 401 or 403 that say the subscription was made with another VAPID key:
+ * Apple's `VapidPkHashMismatch`, Mozilla's "VAPID public key mismatch" (errno 109), FCM's "does not
+ * correspond to the sender ID used to subscribe this user".
+ */
+const otherKeyPattern = /VapidPkHashMismatch|public key mismatch|does not correspond/i;
+/** One reason for that answer whichever service gave it, so that a breakdown groups them. */
+const otherKeyReason = 'VapidPkHashMismatch';
 
 /** The usual name of each status, the reason when a push service gives none of its own. */
 const statusNames: Record<number, string> = {
@@ -190,9 +196,9 @@ function reasonOf(answer: WebPushAnswer): string {
 /**
  * A push service's answer as an outcome. 404 and 410: the subscription is gone; answers carry no
  * date, so the invalidation is dated when the push read the subscription, and a subscription the
- * browser replaced since (new keys on the same endpoint) is not invalidated. 401, and a 403 about
- * our JWT: the VAPID key is refused, which no subscription can fix. A 403 saying the subscription
- * belongs to another key: that subscription is dead for us (a key pair replaced with --force).
+ * browser replaced since (new keys on the same endpoint) is not invalidated. A 401 or 403 saying
+ * the subscription belongs to another key: that subscription is dead for us (a key pair replaced
+ * with --force). Any other 401 or 403: our VAPID JWT is refused, which no subscription can fix.
  */
 export function webPushOutcome(push: Pick<Push, 'deliveryId' | 'subscription'>, answer: WebPushAnswer): PushOutcome {
   const { deliveryId } = push;
@@ -202,14 +208,14 @@ export function webPushOutcome(push: Pick<Push, 'deliveryId' | 'subscription'>, 
     return { deliveryId, kind: 'accepted', ...(typeof location === 'string' && location ? { providerId: location } : {}) };
   }
   const reason = reasonOf(answer);
-  const invalidated = (): PushOutcome => ({
+  const invalidated = (why: string): PushOutcome => ({
     deliveryId,
     kind: 'invalid_token',
-    reason,
+    reason: why,
     ...(push.subscription ? { invalidatedAt: push.subscription.readAt } : {}),
   });
-  if (status === 404 || status === 410) return invalidated();
-  if (status === 403 && otherKeyPattern.test(answer.body)) return invalidated();
+  if (status === 404 || status === 410) return invalidated(reason);
+  if ((status === 401 || status === 403) && otherKeyPattern.test(answer.body)) return invalidated(otherKeyReason);
   if (status === 401 || status === 403) return { deliveryId, kind: 'credentials', reason };
   if (status === 429 || status >= 500) {
     const retryAfterSeconds = parseRetryAfter(answer.headers['retry-after']);

@@ -88,6 +88,10 @@ const schema = z.object({
   HERALD_WEBPUSH_HOSTS: z
     .string()
     .transform((value) => value.split(',').map((host) => host.trim()).filter((host) => host !== ''))
+    .refine(
+      (hosts) => hosts.every((host) => /^((\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/.test(host)),
+      'must be host names, host:port or *.domain, comma separated (e.g. push.example.net,127.0.0.1:2199)',
+    )
     .default([]),
   // Web Push to loopback, private, link-local and other non-public addresses: refused unless this is
   // set, as webhooks are, for a simulator on this machine.
