@@ -8,7 +8,8 @@
 // from sdk/src/web), which shows the notification and reports to Herald. Only the network hop
 // between the push service and the browser is stood in for: Chromium cannot reach a push service
 // here, so pushManager.subscribe() is stubbed in the page to give a subscription whose keys this
-// test made, and `ServiceWorker.deliverPushMessage` is the push service's delivery.
+// test made, and `ServiceWorker.deliverPushMessage` is the push service's delivery. The tests run
+// in order on one page, one service worker and one installation, as a visitor's browser would.
 import { createECDH, randomBytes } from 'node:crypto';
 import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
