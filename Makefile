@@ -102,14 +102,16 @@ clean:
 # The SDK package's build (sdk/dist: ESM, CommonJS, type declarations; tsup, see sdk/tsup.config.ts).
 # `npm pack` and `npm publish` in sdk/ run it too (the package's prepack script), so a packed tarball
 # is always built from the current source. Its tools are the repository's devDependencies, not the
-# package's (which has none): on a fresh clone, `install` fetches them first.
+# package's (which has none): on a fresh clone, `install` fetches them first. dist/ is emptied here,
+# not by tsup: its builds (the Node entry, each browser entry) run side by side.
 sdk-build: install
-	cd sdk && tsup
+	cd sdk && rm -rf dist && tsup
 
 # The fanout benchmark (bench/fanout.ts): the client libraries' ceiling against the simulators, the
 # floor of a durable fanout (the same, each delivery written in plain SQL), both also run as Herald
 # is (bin/herald-node's memory settings), then Herald end to end (20 notifications × 500 users,
-# 20,000 installations) on a fresh database on DATABASE_URL's server
+# 20,000 installations), then a mixed run (a third each iOS, Android, web) against the libraries
+# alone (web-push's own sendNotification for web), on a fresh database on DATABASE_URL's server
 # (default postgres://postgres@127.0.0.1:5432/postgres), dropped at the end.
 # `make bench-fanout BENCH_ARGS=--prefill` adds 1 million installations and 2 million deliveries first.
 .PHONY: bench-fanout

@@ -13,6 +13,9 @@
 //       through the HTTP API, timed from the first 202 to the last delivery accepted; the latency
 //       from each 202 to the first push the simulators received for it, under that load and on an
 //       idle system (one notification at a time); Herald's peak RSS;
+//   (d) the mixed run (bench/fanout-mixed.ts): another application whose users each have an iOS,
+//       an Android and a web installation, Herald against the libraries alone (the web-push
+//       library's own sendNotification for the web third), the ratio beside its goal;
 //   (c) while a load of 20 notifications is in flight, single sends made a few moments after its
 //       202s, each timed from its 202 to its first push: priority lanes (the load normal, the sends
 //       `priority: high`, same application) and fairness between applications (the load
@@ -53,6 +56,7 @@ import { deliveryCounts } from '../test/support/deliveries.ts';
 import { loadConfig, type Config } from '../src/service/config.ts';
 import type { SimulatorCounters } from '../src/providers/simulators/common.ts';
 import { clearSimulators, message, openReferences, startReferenceProcess, type ReferenceOptions } from './fanout-reference.ts';
+import { mixedRun, reportMixed } from './fanout-mixed.ts';
 import { createDatabase, seedApplication, userId } from '../test/support/seed.ts';
 import {
   cpuSeconds,
@@ -414,6 +418,7 @@ async function setUp(adminUrl: string, database: string): Promise<Setup> {
 
 /** What the phases run against: Herald as its own process, pointed at the simulators, and the database. */
 type Stage = Setup & {
+  port: number;
   server: Launched;
   heraldConfig: Config;
   pool: pg.Pool;
@@ -443,7 +448,7 @@ async function startHerald(setup: Setup): Promise<Stage> {
   const startRssKb = statusKb(server.pid, 'VmRSS');
   const pool = new pg.Pool({ connectionString: setup.url, max: 2 });
   cleanups.add('pool', () => pool.end());
-  return { ...setup, server, heraldConfig, pool, client: api(port, setup.serverToken), other: api(port, setup.otherServerToken), startRssKb };
+  return { ...setup, port, server, heraldConfig, pool, client: api(port, setup.serverToken), other: api(port, setup.otherServerToken), startRssKb };
 }
 
 /** The users notification `index` of a phase goes to: distinct across the notifications of a round. */
@@ -670,14 +675,18 @@ async function probePhase(stage: Stage, kind: Probes['kind'], stamp: string): Pr
 
 type Memory = { startRssKb: number | null; peakRssKb: number | null; simulatorsPeakKb: number | null };
 
-/** Stops Herald; its peak RSS is read just before (VmHWM: the high-water mark of its resident set). */
-async function stopHerald(stage: Stage): Promise<{ memory: Memory; problems: string[] }> {
+/** Herald's and the simulators' peak RSS so far (VmHWM: the high-water mark of a resident set). */
+function readMemory(stage: Stage): Memory {
+  return { startRssKb: stage.startRssKb, peakRssKb: statusKb(stage.server.pid, 'VmHWM'), simulatorsPeakKb: statusKb(stage.sims.process.pid, 'VmHWM') };
+}
+
+/** Stops Herald; answers the warnings and errors it logged. */
+async function stopHerald(stage: Stage): Promise<{ problems: string[] }> {
   const { server } = stage;
-  const memory = { startRssKb: stage.startRssKb, peakRssKb: statusKb(server.pid, 'VmHWM'), simulatorsPeakKb: statusKb(stage.sims.process.pid, 'VmHWM') };
   const problems = [...server.problems];
   await server.stop();
   if (server.child.exitCode !== 0) log(`note: herald exited with ${server.child.exitCode ?? server.child.signalCode}`);
-  return { memory, problems };
+  return { problems };
 }
 
 /**
@@ -858,7 +867,7 @@ function report(rounds: Round[], idle: Idle, probes: { lanes: Probes; applicatio
 }
 
 function writeFigures(
-  printed: ReturnType<typeof report>,
+  printed: ReturnType<typeof report> & { mixed: Awaited<ReturnType<typeof mixedRun>> },
   heraldConfig: Config,
   rounds: Round[],
   idle: Idle,
@@ -924,9 +933,17 @@ async function run(): Promise<number> {
   const idle = await idlePhase(stage);
   const rounds = await roundsInTurn(stage, stamp);
   const probes = { lanes: await probePhase(stage, 'lanes', stamp), applications: await probePhase(stage, 'applications', stamp) };
-  const { memory, problems } = await stopHerald(stage);
+  // Read before the mixed run: the memory target is the iOS and Android load's, as it always was.
+  const memory = readMemory(stage);
+  const mixed = await mixedRun(
+    { url: stage.url, port: stage.port, sims: stage.sims, credentialsKey: stage.credentialsKey, pool: stage.pool, alive: alive(stage) },
+    { notifications: settings.notifications, recipients: settings.recipients, rounds: settings.rounds, timeoutMs: settings.timeoutMs },
+    log,
+  );
+  const { problems } = await stopHerald(stage);
   const printed = report(rounds, idle, probes, memory, problems);
-  writeFigures(printed, stage.heraldConfig, rounds, idle, probes, memory, problems);
+  reportMixed(mixed, (label, ...cells) => log(`  ${label.padEnd(46)}${cells.map((cell) => cell.padStart(12)).join('')}`));
+  writeFigures({ ...printed, mixed }, stage.heraldConfig, rounds, idle, probes, memory, problems);
   return 0;
 }
 

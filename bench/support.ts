@@ -164,7 +164,7 @@ export function simulatorControl(base: string, ca: string, method: 'GET' | 'DELE
   });
 }
 
-export type SimulatorsProcess = { process: Launched; apns: string; fcm: string; ca: string; caFile: string; keys: SimulatorKeys };
+export type SimulatorsProcess = { process: Launched; apns: string; fcm: string; webPush: string; ca: string; caFile: string; keys: SimulatorKeys };
 
 /**
  * `herald simulate` as its own process on ephemeral ports (the JSON line it prints names them), so
@@ -176,7 +176,7 @@ export async function startSimulatorsProcess(
   options: { record?: boolean; env?: NodeJS.ProcessEnv; logFile?: string } = {},
 ): Promise<SimulatorsProcess> {
   const caFile = path.join(dataDir, 'ca.pem');
-  const args = ['simulate', '--apns-port', '0', '--fcm-port', '0', '--ca-file', caFile, ...(options.record === false ? ['--no-record'] : [])];
+  const args = ['simulate', '--apns-port', '0', '--fcm-port', '0', '--webpush-port', '0', '--ca-file', caFile, ...(options.record === false ? ['--no-record'] : [])];
   const env = options.env ?? process.env;
   const child = launch('herald simulate', herald, args, {
     cwd: root,
@@ -185,10 +185,10 @@ export async function startSimulatorsProcess(
   });
   try {
     const line = await child.waitForLine((text) => text.startsWith('{'), 30_000);
-    const printed = JSON.parse(line) as { apns: string; fcm: string; caFile: string; keysDir: string };
+    const printed = JSON.parse(line) as { apns: string; fcm: string; webPush: string; caFile: string; keysDir: string };
     // The keys `simulate` just created in the fresh data folder: the credentials the simulators accept.
     const keys = simulatorKeys(printed.keysDir);
-    return { process: child, apns: printed.apns, fcm: printed.fcm, ca: readFileSync(printed.caFile, 'utf8'), caFile: printed.caFile, keys };
+    return { process: child, apns: printed.apns, fcm: printed.fcm, webPush: printed.webPush, ca: readFileSync(printed.caFile, 'utf8'), caFile: printed.caFile, keys };
   } catch (error) {
     await child.stop(5_000);
     throw error;
@@ -302,6 +302,8 @@ export function heraldEnvironment(options: {
   fcm: string;
   caFile: string;
   credentialsKey: Buffer;
+  /** The Web Push simulator: subscriptions on its host are accepted, and reached on this machine. */
+  webPush?: string;
 }): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH,
@@ -316,6 +318,7 @@ export function heraldEnvironment(options: {
     HERALD_PROVIDER_CA_FILE: options.caFile,
     HERALD_CREDENTIALS_KEY: options.credentialsKey.toString('base64'),
     HERALD_SEND_QUOTA: '1000000',
+    ...(options.webPush ? { HERALD_WEBPUSH_HOSTS: new URL(options.webPush).host, HERALD_WEBPUSH_ALLOW_PRIVATE: 'true' } : {}),
     // bin/herald's Node flags (set, even empty, they replace its own) and malloc settings, to compare them.
     ...Object.fromEntries(binHeraldSettings.filter((name) => process.env[name] !== undefined).map((name) => [name, process.env[name]])),
   };

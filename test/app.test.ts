@@ -26,6 +26,7 @@ async function credentialRow(applicationId: string, provider: 'apns' | 'fcm') {
 }
 
 const notConfigured = (provider: 'apns' | 'fcm') => ({ provider, status: 'not_configured', since: null, reason: null, updated_at: null });
+const webNotConfigured = { ...notConfigured('apns'), provider: 'webpush', public_key: null };
 
 test('every field: the application, this token, the service default send policy, no credentials', async () => {
   const application = await pipeline.harness.newApplication('Shop');
@@ -37,10 +38,11 @@ test('every field: the application, this token, the service default send policy,
       id: application.id,
       name: 'Shop',
       created_at: row.createdAt.toISOString(),
+      vapid_public_key: null,
       token: { name: 'backend', abilities: ['notifications:send', 'notifications:read'] },
       // The harness's service default (HERALD_SEND_QUOTA / HERALD_SEND_WINDOW_SECONDS).
       send_policy: { quota: 100_000, window_seconds: 60 },
-      credentials: { ios: notConfigured('apns'), android: notConfigured('fcm') },
+      credentials: { ios: notConfigured('apns'), android: notConfigured('fcm'), web: webNotConfigured },
     },
   });
 });
@@ -65,7 +67,7 @@ test('a token of another application sees only its own application', async () =>
     id: theirs.id,
     name: 'theirs',
     send_policy: { quota: 100_000, window_seconds: 60 },
-    credentials: { ios: notConfigured('apns'), android: notConfigured('fcm') },
+    credentials: { ios: notConfigured('apns'), android: notConfigured('fcm'), web: webNotConfigured },
   });
   expect((await getApp(await ours.token()).expect(200)).body.data).toMatchObject({ id: ours.id, credentials: { ios: { status: 'unverified' } } });
 });
@@ -115,6 +117,7 @@ test('stored credentials are unverified until a provider accepts a push, then he
   expect(res.body.data.credentials).toEqual({
     ios: { provider: 'apns', status: 'unverified', since: null, reason: null, updated_at: apns.updatedAt.toISOString() },
     android: { provider: 'fcm', status: 'unverified', since: null, reason: null, updated_at: fcm.updatedAt.toISOString() },
+    web: webNotConfigured,
   });
   await app.register('verified-phone', ios('verified-1', 'vera'));
   await app.register('verified-tablet', android('verified-2', 'vera'));
@@ -122,6 +125,7 @@ test('stored credentials are unverified until a provider accepts a push, then he
   expect((await getApp(app.server).expect(200)).body.data.credentials).toEqual({
     ios: { provider: 'apns', status: 'healthy', since: null, reason: null, updated_at: apns.updatedAt.toISOString() },
     android: { provider: 'fcm', status: 'healthy', since: null, reason: null, updated_at: fcm.updatedAt.toISOString() },
+    web: webNotConfigured,
   });
   await setFcmCredentials(em(), app.id, pipeline.credentials.fcm, pipeline.credentialsKey);
   const again = await getApp(app.server).expect(200);

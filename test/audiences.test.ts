@@ -172,7 +172,7 @@ describe('who a send reaches', () => {
     ['more than 20 tag conditions', { tags: Array.from({ length: 21 }, () => ({ key: 'k', op: 'exists' })) }, ['recipients.audience.tags']],
     ['more than 100 values', { tags: [{ key: 'k', op: 'in', values: Array.from({ length: 101 }, (_, i) => `v${i}`) }] }, ['recipients.audience.tags.0.values']],
     ['a value over 255 characters', { tags: [{ key: 'k', op: 'eq', value: 'x'.repeat(256) }] }, ['recipients.audience.tags.0.value']],
-    ['an unknown platform', { platforms: ['web'] }, ['recipients.audience.platforms.0']],
+    ['an unknown platform', { platforms: ['windows'] }, ['recipients.audience.platforms.0']],
     ['a malformed locale', { locales: ['not a tag'] }, ['recipients.audience.locales.0']],
     ['active_within_days of 0', { active_within_days: 0 }, ['recipients.audience.active_within_days']],
     ['an unknown condition', { country: 'de' }, ['recipients.audience.country']],

@@ -381,7 +381,7 @@ test('rotate-key re-encrypts every credential under the new key, or changes noth
   }
 });
 
-test('herald simulate runs both simulators, says where, and writes the CA to trust', async () => {
+test('herald simulate runs the three simulators, says where, and writes the CA to trust', async () => {
   const { mkdtempSync, readFileSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const path = await import('node:path');
@@ -389,17 +389,18 @@ test('herald simulate runs both simulators, says where, and writes the CA to tru
   const { createInterface } = await import('node:readline');
   const { httpsCall } = await import('./support/simulators.ts');
   const dataDir = mkdtempSync(path.join(tmpdir(), 'herald-sim-'));
-  const child = spawn(process.execPath, ['src/cli/main.ts', 'simulate', '--apns-port', '0', '--fcm-port', '0'], {
+  const child = spawn(process.execPath, ['src/cli/main.ts', 'simulate', '--apns-port', '0', '--fcm-port', '0', '--webpush-port', '0'], {
     env: { PATH: process.env.PATH, HERALD_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   try {
     const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
-    const started = JSON.parse(line) as { apns: string; fcm: string; caFile: string; keysDir: string };
+    const started = JSON.parse(line) as { apns: string; fcm: string; webPush: string; caFile: string; keysDir: string };
     expect(started.apns).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
     expect(started.fcm).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    expect(started.webPush).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
     const ca = readFileSync(started.caFile, 'utf8');
-    for (const url of [started.apns, started.fcm]) {
+    for (const url of [started.apns, started.fcm, started.webPush]) {
       const answer = await httpsCall(`${url}/__sim/received`, ca, 'GET');
       expect(answer.status).toBe(200);
     }

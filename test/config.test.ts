@@ -69,3 +69,16 @@ test("the queue's backstop poll is 2 s by default, and at least pg-boss's 0.5 s"
     expect(() => loadConfig({ HERALD_QUEUE_POLL_SECONDS: refused })).toThrow(/HERALD_QUEUE_POLL_SECONDS/);
   }
 });
+
+test('HERALD_WEBPUSH_HOSTS is a comma-separated list of hosts, host:port or *.domain', () => {
+  expect(loadConfig({}).HERALD_WEBPUSH_HOSTS).toEqual([]);
+  expect(loadConfig({ HERALD_WEBPUSH_HOSTS: 'push.example.net, 127.0.0.1:2199,*.push.example,[::1]:2199' }).HERALD_WEBPUSH_HOSTS).toEqual([
+    'push.example.net',
+    '127.0.0.1:2199',
+    '*.push.example',
+    '[::1]:2199',
+  ]);
+  for (const refused of ['https://push.example.net', 'push.example.net/path', '*', 'a b']) {
+    expect(() => loadConfig({ HERALD_WEBPUSH_HOSTS: refused })).toThrow(/HERALD_WEBPUSH_HOSTS: must be host names/);
+  }
+});

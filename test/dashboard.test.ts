@@ -249,7 +249,7 @@ test('a new application: every view says what to do next', async () => {
   await page.getByText('No notification reached a device of this user.').waitFor();
   await screenshot(page, 'dashboard-10-empty-user');
   await page.getByRole('link', { name: 'Application' }).click();
-  for (const platform of [/iOS \(APNs\)/, /Android \(FCM\)/]) {
+  for (const platform of [/iOS \(APNs\)/, /Android \(FCM\)/, /Web \(Web Push\)/]) {
     const row = page.getByRole('row', { name: platform });
     await row.waitFor();
     expect(await row.innerText()).toMatch(/not configured[\s\S]*herald credentials set-/);

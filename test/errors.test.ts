@@ -258,7 +258,7 @@ describe('system endpoints', () => {
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
     expect(res.body.openapi).toBe('3.1.0');
-    expect(res.body.info.version).toBe('1.4.0');
+    expect(res.body.info.version).toBe('1.5.0');
     expect(res.body).toEqual(loadDocument());
   });
 });

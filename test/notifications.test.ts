@@ -238,8 +238,8 @@ describe('send validation at each limit', () => {
     { name: 'an unknown option key', body: withOptions({ volume: 11 }), field: 'options.volume' },
     {
       name: 'an unknown platform_overrides member',
-      body: withOptions({ platform_overrides: { web: {} } }),
-      field: 'options.platform_overrides.web',
+      body: withOptions({ platform_overrides: { windows: {} } }),
+      field: 'options.platform_overrides.windows',
     },
     { name: 'a platform override that is not an object', body: withOptions({ platform_overrides: { ios: 'x' } }), field: 'options.platform_overrides.ios' },
     {

@@ -41,7 +41,7 @@ afterAll(async () => {
   await admin(`drop database if exists ${name} with (force)`);
 });
 
-test('the demo tokens register two phones and send them a notification that completes through the simulators', async () => {
+test('the demo tokens register two phones and the printed browser, and send them a notification that completes through the simulators', async () => {
   const output = herald.logs.join('\n');
   const server = /server token \(all abilities\):\s+(hrld_\S+)/.exec(output)?.[1];
   const app = /app token \([^)]*\):\s+(hrld_\S+)/.exec(output)?.[1];
@@ -59,6 +59,10 @@ test('the demo tokens register two phones and send them a notification that comp
     .set('Authorization', `Bearer ${app}`)
     .send({ platform: 'android', provider: { identifier: 'fcm-token-1' }, user_id: 'user-1', permission: 'authorized' })
     .expect(201);
+  // The banner's web installation: a subscription the Web Push simulator issued.
+  const browser = JSON.parse(/installations\/browser-1 [^\n]*\n\s*-d '([^']+)'/.exec(output)![1]);
+  expect(browser).toMatchObject({ platform: 'web', user_id: 'user-1', provider: { keys: { p256dh: expect.any(String), auth: expect.any(String) } } });
+  await api.put('/api/v1/installations/browser-1').set('Authorization', `Bearer ${app}`).send(browser).expect(201);
   const sent = await api
     .post('/api/v1/notifications')
     .set('Authorization', `Bearer ${server}`)
@@ -72,11 +76,11 @@ test('the demo tokens register two phones and send them a notification that comp
     15_000,
   );
   expect(notification.status).toBe('completed');
-  expect(notification.statistics).toMatchObject({ users: 1, installations: 2, accepted: 2 });
+  expect(notification.statistics).toMatchObject({ users: 1, installations: 3, accepted: 3 });
 
-  // The banner's last example: the user's two phones.
-  const phones = await api.get('/api/v1/installations?user_id=user-1').set('Authorization', `Bearer ${server}`).expect(200);
-  expect(phones.body.data.map((i: { installation_id: string }) => i.installation_id)).toEqual(['phone-2', 'phone-1']);
+  // The banner's last example: the user's two phones and the browser.
+  const devices = await api.get('/api/v1/installations?user_id=user-1').set('Authorization', `Bearer ${server}`).expect(200);
+  expect(devices.body.data.map((i: { installation_id: string }) => i.installation_id)).toEqual(['browser-1', 'phone-2', 'phone-1']);
 });
 
 test('the banner links the API reference, which the process serves', async () => {

@@ -123,16 +123,16 @@ describe('GET /api/v1/app shows each token what its abilities concern', () => {
   const app = async (abilities: string[]) =>
     (await request(harness.app).get('/api/v1/app').set('Authorization', `Bearer ${await application.token(abilities)}`).expect(200)).body.data;
 
-  test('a mobile app token sees its application and abilities, not the send policy nor the credentials', async () => {
+  test('a mobile app token sees its application, abilities and VAPID public key, not the send policy nor the credentials', async () => {
     const data = await app(['installations:write', 'installations:read', 'events:write']);
-    expect(Object.keys(data).sort()).toEqual(['created_at', 'id', 'name', 'token']);
+    expect(Object.keys(data).sort()).toEqual(['created_at', 'id', 'name', 'token', 'vapid_public_key']);
     expect(data.token.abilities).toEqual(['installations:write', 'installations:read', 'events:write']);
     expect(data.id).toBe(application.id);
   });
 
   test('notifications:read sees the credentials, not the send policy', async () => {
     const data = await app(['notifications:read']);
-    expect(Object.keys(data).sort()).toEqual(['created_at', 'credentials', 'id', 'name', 'token']);
+    expect(Object.keys(data).sort()).toEqual(['created_at', 'credentials', 'id', 'name', 'token', 'vapid_public_key']);
   });
 
   test.each([[['notifications:send']], [['*']]])('%j sees the send policy and the credentials', async (abilities) => {

@@ -74,7 +74,7 @@ test("on a fresh clone, npm pack in sdk/ installs the repository's tools before 
       writeFileSync(path.join(clone, file), readFileSync(path.join(repo, file)));
     }
     const { stdout } = await run('make', ['-n', '-C', '..', 'sdk-build'], { cwd: path.join(clone, 'sdk'), env: childEnv() });
-    expect(stdout).toMatch(/npm ci[\s\S]*cd sdk && tsup/);
+    expect(stdout).toMatch(/npm ci[\s\S]*cd sdk && rm -rf dist && tsup/);
   } finally {
     rmSync(clone, { recursive: true, force: true });
   }
@@ -89,6 +89,11 @@ test('npm pack makes a tarball of the build, the README and the license, version
     'package/dist/index.d.cts',
     'package/dist/index.d.ts',
     'package/dist/index.js',
+    'package/dist/web/index.d.ts',
+    'package/dist/web/index.js',
+    'package/dist/web/service-worker.d.ts',
+    'package/dist/web/service-worker.global.js',
+    'package/dist/web/service-worker.js',
     'package/package.json',
   ]);
   const manifest = JSON.parse(readFileSync(path.join(project, 'node_modules/@herald/sdk/package.json'), 'utf8'));
@@ -109,7 +114,7 @@ const herald = createHerald({ baseUrl: 'http://127.0.0.1:3000', token: 'hrld_id_
 
 export async function main(): Promise<string[]> {
   const installation = await herald.registerInstallation('phone-1', { platform: 'ios', provider: { identifier: 'abc' }, user_id: 'user-1' });
-  const platform: 'ios' | 'android' = installation.platform;
+  const platform: 'ios' | 'android' | 'web' = installation.platform;
   await herald.updateInstallation('phone-1', { permission: 'denied' });
   const sent = await herald.send({ recipients: { user_ids: ['user-1'] }, notification: { title: 'Hi' } }, { idempotencyKey: 'order-1042' });
   const accepted: boolean = sent.meta.accepted;
@@ -203,6 +208,53 @@ test('a strict TypeScript program type-checks against the package under nodenext
   // nodenext took the import condition for the .mts and the require condition for the .cts.
   expect(declarations['tsconfig.nodenext.json'].sort()).toEqual(['index.d.cts', 'index.d.ts']);
   expect(declarations['tsconfig.bundler.json']).toEqual(['index.d.ts']);
+}, 60_000);
+
+// A page and its service worker, each in the TypeScript setting it would have: the page with the
+// DOM library, the worker with the WebWorker library alone (the two cannot share a program).
+const webPage = `
+import { subscribe, unsubscribe, HeraldError, type SubscribeOptions, type WebSubscription } from '@herald/sdk/web';
+
+export async function start(serviceWorker: ServiceWorkerRegistration): Promise<string> {
+  const options: SubscribeOptions = { baseUrl: 'https://push.example.com', appToken: 'hrld_id_secret', serviceWorker, userId: 'user-1', vapidPublicKey: 'BKey' };
+  try {
+    const subscribed: WebSubscription = await subscribe(options);
+    const endpoint: string = subscribed.subscription.endpoint;
+    // @ts-expect-error: an installation's platform is a known one
+    const platform: 'windows' | undefined = subscribed.installation?.platform;
+    await unsubscribe({ serviceWorker });
+    return endpoint + String(platform);
+  } catch (error) {
+    if (error instanceof HeraldError) return String(error.status);
+    throw error;
+  }
+}
+`;
+const webWorker = `
+import { heraldServiceWorker } from '@herald/sdk/web/service-worker';
+declare const self: ServiceWorkerGlobalScope;
+heraldServiceWorker(self, { fallbackTitle: 'Shop', defaultUrl: '/' });
+// @ts-expect-error: an option it does not have
+heraldServiceWorker(self, { title: 'Shop' });
+`;
+
+test("the browser entries type-check: the page's under the DOM library, the service worker's under WebWorker alone", async () => {
+  writeFileSync(path.join(project, 'page.ts'), webPage);
+  writeFileSync(path.join(project, 'sw.ts'), webWorker);
+  const common = { target: 'es2022', strict: true, noEmit: true, module: 'esnext', moduleResolution: 'bundler', types: [] };
+  const configs = {
+    'tsconfig.page.json': { compilerOptions: { ...common, lib: ['es2022', 'dom'] }, files: ['page.ts'] },
+    'tsconfig.sw.json': { compilerOptions: { ...common, lib: ['es2022', 'webworker'] }, files: ['sw.ts'] },
+  };
+  const tsc = path.join(repo, 'node_modules/typescript/bin/tsc');
+  await Promise.all(
+    Object.entries(configs).map(async ([file, config]) => {
+      writeFileSync(path.join(project, file), JSON.stringify(config, null, 2));
+      await run(process.execPath, [tsc, '-p', file], { cwd: project, env: childEnv() }).catch((error: { stdout: string }) => {
+        throw new Error(`tsc -p ${file} failed:\n${error.stdout}`);
+      });
+    }),
+  );
 }, 60_000);
 
 // One program, as ESM (.mjs) and CommonJS (.cjs): register, send, wait, page through two lists,

@@ -6,12 +6,16 @@
 // - firebase-admin: Herald writes FCM's JSON itself (src/providers/fcm-message.ts) from messages in
 //   firebase-admin's field names, as firebase-admin converted them; test/providers/fcm-message.test.ts
 //   compares the two byte for byte through firebase-admin's public API.
-import { randomBytes } from 'node:crypto';
+// - web-push: generateRequestDetails given `vapidDetails: null` (a falsy value its code documents as
+//   "no signing", which its types omit) and Herald's own Authorization header signs nothing itself
+//   and sends that header (src/providers/web-push.ts reuses one VAPID header for hours).
+import { createECDH, randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { openOrm } from '../src/db/orm.ts';
 import { openStatementPool } from '../src/db/pools.ts';
 import { createLogger } from '../src/logging/logger.ts';
 import { startBoss } from '../src/worker/queue.ts';
+import webpush from 'web-push';
 import { databaseUrl } from './support/harness.ts';
 
 /** A statement no other test runs, and the check that it is prepared on the connection that asks. */
@@ -59,4 +63,17 @@ describe("pg: every pool's statements reach PreparingClient#query", () => {
       await boss.stop({ close: true, graceful: false });
     }
   });
+});
+
+test("web-push: with vapidDetails null, generateRequestDetails sends Herald's Authorization and signs nothing", () => {
+  const receiver = createECDH('prime256v1');
+  receiver.generateKeys();
+  const keys = { p256dh: receiver.getPublicKey().toString('base64url'), auth: randomBytes(16).toString('base64url') };
+  const details = webpush.generateRequestDetails({ endpoint: 'https://updates.push.services.mozilla.com/wpush/v2/x', keys }, '{"title":"Hi"}', {
+    TTL: 60,
+    vapidDetails: null as unknown as undefined,
+    headers: { Authorization: 'vapid t=kept.jwt.value, k=BKEY' },
+  });
+  expect(details.headers).toMatchObject({ Authorization: 'vapid t=kept.jwt.value, k=BKEY', TTL: 60, 'Content-Encoding': 'aes128gcm' });
+  expect(details.headers).not.toHaveProperty('Crypto-Key');
 });

@@ -1,24 +1,27 @@
-// Local APNs and FCM for a machine with no Apple or Google account: `herald simulate` runs them
-// alone; `herald start --simulate` (the default on the zero-config start) runs them in-process and
-// points the workers at them. Their signing keys are kept in the data folder, so that credentials
-// stored for the demo application keep working across restarts.
+// Local APNs, FCM and Web Push for a machine with no Apple or Google account: `herald simulate`
+// runs them alone; `herald start --simulate` (the default on the zero-config start) runs them
+// in-process and points the workers at them. Their signing keys (and the demo's VAPID key pair) are
+// kept in the data folder, so that credentials stored for the demo application keep working across
+// restarts.
 import { generateKeyPairSync, createPublicKey } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ProviderEndpoints } from '../providers/provider.ts';
-import type { ApnsCredentials, FcmCredentials } from '../domain/credentials.ts';
+import { generateVapidKeys, type ApnsCredentials, type FcmCredentials, type WebPushCredentials } from '../domain/credentials.ts';
 import { startApnsSimulator, type ApnsSimulator } from '../providers/simulators/apns-simulator.ts';
 import type { Latency } from '../providers/simulators/common.ts';
 import { startFcmSimulator, type FcmSimulator } from '../providers/simulators/fcm-simulator.ts';
+import { startWebPushSimulator, type WebPushSimulator } from '../providers/simulators/web-push-simulator.ts';
 
 export const simulatedApns = { keyId: 'SIMKEY0001', teamId: 'SIMTEAM001', bundleId: 'com.example.herald.demo' } as const;
 export const simulatedFcmProject = 'herald-demo';
 
-export type SimulatorKeys = { apns: ApnsCredentials; fcm: FcmCredentials };
+export type SimulatorKeys = { apns: ApnsCredentials; fcm: FcmCredentials; webpush: WebPushCredentials };
 
 export type Simulators = {
   apns: ApnsSimulator;
   fcm: FcmSimulator;
+  webPush: WebPushSimulator;
   endpoints: ProviderEndpoints;
   /** Credentials the simulators accept: what the demo application is given. */
   keys: SimulatorKeys;
@@ -52,7 +55,12 @@ export function simulatorKeys(dir: string | null): SimulatorKeys {
       });
     }),
   );
-  return { apns: { key: apnsKey, ...simulatedApns, sandbox: false }, fcm: { serviceAccount } };
+  const vapid = JSON.parse(readOrCreate(at('vapid.json'), () => JSON.stringify(generateVapidKeys())));
+  return {
+    apns: { key: apnsKey, ...simulatedApns, sandbox: false },
+    fcm: { serviceAccount },
+    webpush: { subject: 'mailto:demo@localhost.example', publicKey: vapid.publicKey, privateKey: vapid.privateKey },
+  };
 }
 
 export async function startSimulators(options: {
@@ -60,6 +68,7 @@ export async function startSimulators(options: {
   host?: string;
   apnsPort?: number;
   fcmPort?: number;
+  webPushPort?: number;
   latency?: Latency;
   record?: boolean;
 }): Promise<Simulators> {
@@ -73,13 +82,22 @@ export async function startSimulators(options: {
     bundleIds: [keys.apns.bundleId],
   });
   const fcm = await startFcmSimulator({ ...common, port: options.fcmPort ?? 0 });
+  const webPush = await startWebPushSimulator({ ...common, port: options.webPushPort ?? 0 });
   return {
     apns,
     fcm,
-    endpoints: { apns: apns.url, fcm: fcm.url, ca: `${apns.ca}\n${fcm.ca}` },
+    webPush,
+    endpoints: {
+      apns: apns.url,
+      fcm: fcm.url,
+      ca: `${apns.ca}\n${fcm.ca}\n${webPush.ca}`,
+      // The simulator listens on this machine.
+      webPushAllowPrivate: true,
+      webPushSimulator: webPush.url,
+    },
     keys,
     stop: async () => {
-      await Promise.all([apns.stop(), fcm.stop()]);
+      await Promise.all([apns.stop(), fcm.stop(), webPush.stop()]);
     },
   };
 }

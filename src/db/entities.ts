@@ -30,6 +30,8 @@ export const webhookDeliveryStates = webhookDeliveryStateValues;
 export type Truncation = NonNullable<components['schemas']['Delivery']['truncation']>;
 /** The title and body in other languages, by BCP 47 tag as the send gave it. */
 export type Localizations = components['schemas']['Localizations'];
+/** A browser subscription's keys (RFC 8291), base64url as given, and its expiry when the browser gave one. */
+export type PushKeys = { p256dh: string; auth: string; expirationTime: number | null };
 /** An installation's tags: key → value, both case-sensitive. */
 export type Tags = components['schemas']['Tags'];
 /** Who an audience send reaches among an application's installations (domain/audiences.ts). */
@@ -51,6 +53,8 @@ export const ApplicationSchema = defineEntity({
     // Sends allowed per window; null: the service default (config).
     sendQuota: p.integer().nullable(),
     sendWindowSeconds: p.integer().nullable(),
+    // The origins whose pages may call the app-token operations from a browser (http/cors.ts).
+    allowedOrigins: p.array().columnType('text[]').defaultRaw(`'{}'`).onCreate(() => []),
     createdAt: now(),
   },
 });
@@ -92,6 +96,8 @@ export const InstallationSchema = defineEntity({
     installationId: p.text(),
     platform: p.enum(platforms),
     providerIdentifier: p.text(),
+    // A `web` installation's subscription keys (domain/web-push.ts); null for the other platforms.
+    pushKeys: p.json<PushKeys>().nullable(),
     status: p.enum(installationStatuses),
     permission: p.enum(permissions),
     userId: p.text().nullable(),
@@ -263,7 +269,7 @@ export const DeliveryEventSchema = defineEntity({
 export class DeliveryEvent extends DeliveryEventSchema.class {}
 DeliveryEventSchema.setClass(DeliveryEvent);
 
-export const providers = ['apns', 'fcm'] as const;
+export const providers = ['apns', 'fcm', 'webpush'] as const;
 
 export const ProviderCredentialSchema = defineEntity({
   name: 'ProviderCredential',

@@ -3,13 +3,14 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { components } from '../generated/api.ts';
 import { ApiToken, Application } from '../db/entities.ts';
 import { LRUCache } from 'lru-cache';
-import { findApplicationOverview, findToken, writeTokenLastUse, type CredentialHealthRow } from '../db/sql/tokens.ts';
+import { findApplicationOverview, findToken, writeAllowedOrigins, writeTokenLastUse, type CredentialHealthRow } from '../db/sql/tokens.ts';
 import { credentialHealth } from './credentials.ts';
 import { unauthenticated } from './errors.ts';
 import { isUuid } from './ids.ts';
 import { providerOf, type Platform } from './platforms.ts';
 import { effectiveSendPolicy, type SendPolicy } from './rate-limits.ts';
 import { generateToken, grants, hashSecret, isAbility, parseToken, secretMatches } from './tokens.ts';
+import { allowedOriginProblem } from './web-push.ts';
 
 export type Principal = {
   applicationId: string;
@@ -19,7 +20,21 @@ export type Principal = {
   lastUsedAt: Date | null;
   /** The application's own send policy, read with the token; null parts: the service default. */
   sendPolicy: { quota: number | null; windowSeconds: number | null };
+  /** The origins whose pages may call the app-token operations from a browser (http/cors.ts), read with the token. */
+  allowedOrigins: readonly string[];
 };
+
+/**
+ * Replaces the origins whose pages may call the application from a browser (http/cors.ts), each
+ * checked (domain/web-push.ts allowedOriginProblem); answers them, blanks and repeats left out.
+ */
+export async function setAllowedOrigins(em: EntityManager, applicationId: string, given: readonly string[]): Promise<string[]> {
+  const origins = [...new Set(given.map((origin) => origin.trim()).filter((origin) => origin !== ''))];
+  const problems = origins.map(allowedOriginProblem).filter((problem) => problem !== null);
+  if (problems.length > 0) throw new Error(problems.join('\n'));
+  await writeAllowedOrigins(em, applicationId, origins);
+  return origins;
+}
 
 export async function createApplication(em: EntityManager, name: string): Promise<Application> {
   const application = em.create(Application, { name });
@@ -104,6 +119,7 @@ export function createAuthenticator(cacheMs: number): Authenticator {
           abilities: row.abilities,
           lastUsedAt: row.lastUsedAt,
           sendPolicy: { quota: row.sendQuota, windowSeconds: row.sendWindowSeconds },
+          allowedOrigins: row.allowedOrigins,
         },
       };
       if (token) known?.set(parts.publicId, token);
@@ -135,9 +151,10 @@ type ProviderStatusView = Schemas['ProviderStatus'];
 /** A platform's credentials and their health (credentialHealth), as `GET /api/v1/app` shows them. */
 function providerStatus(platform: Platform, credential: CredentialHealthRow | undefined): ProviderStatusView {
   const provider = providerOf[platform];
-  if (!credential) return { provider, status: 'not_configured', since: null, reason: null, updated_at: null };
+  const publicKey = platform === 'web' ? { public_key: credential?.publicKey ?? null } : {};
+  if (!credential) return { provider, ...publicKey, status: 'not_configured', since: null, reason: null, updated_at: null };
   const { status, since, reason } = credentialHealth(credential);
-  return { provider, status, since: since?.toISOString() ?? null, reason, updated_at: credential.updatedAt.toISOString() };
+  return { provider, ...publicKey, status, since: since?.toISOString() ?? null, reason, updated_at: credential.updatedAt.toISOString() };
 }
 
 /**
@@ -155,6 +172,8 @@ export async function describeApplication(em: EntityManager, principal: Principa
     id: found.id,
     name: found.name,
     created_at: found.createdAt.toISOString(),
+    // A page needs it to subscribe, and it is public by design: every token sees it.
+    vapid_public_key: found.credentials.find((c) => c.provider === 'webpush')?.publicKey ?? null,
     token: { name: found.tokenName, abilities: found.abilities as Schemas['Ability'][] },
   };
   const sends = grants(found.abilities, ['notifications:send']);
@@ -164,7 +183,11 @@ export async function describeApplication(em: EntityManager, principal: Principa
   }
   if (sends || grants(found.abilities, ['notifications:read'])) {
     const credential = (platform: Platform) => found.credentials.find((c) => c.provider === providerOf[platform]);
-    view.credentials = { ios: providerStatus('ios', credential('ios')), android: providerStatus('android', credential('android')) };
+    view.credentials = {
+      ios: providerStatus('ios', credential('ios')),
+      android: providerStatus('android', credential('android')),
+      web: providerStatus('web', credential('web')),
+    };
   }
   return view;
 }

@@ -1,7 +1,7 @@
 // Provider credentials per application: the non-secret settings in clear (for `credentials
 // show`), the key material AES-256-GCM encrypted with HERALD_CREDENTIALS_KEY; and the webhook
 // endpoints' signing secrets, sealed with the same key.
-import { createCipheriv, createDecipheriv, createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createECDH, createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../logging/logger.ts';
 import type { PushOutcome } from './delivery-rules.ts';
@@ -32,8 +32,18 @@ export type FcmCredentials = {
   serviceAccount: { project_id: string; client_email: string; private_key: string; [key: string]: unknown };
 };
 
+/** An application's VAPID key pair (RFC 8292), base64url as browsers and web-push take them, and its contact. */
+export type WebPushCredentials = {
+  /** `mailto:` or an `https:` URL: whom a push service contacts about this sender. */
+  subject: string;
+  /** The uncompressed P-256 point, 65 bytes. */
+  publicKey: string;
+  /** The private scalar, 32 bytes. */
+  privateKey: string;
+};
+
 export type Provider = ProviderCredential['provider'];
-export type ProviderSecrets = { apns: ApnsCredentials; fcm: FcmCredentials };
+export type ProviderSecrets = { apns: ApnsCredentials; fcm: FcmCredentials; webpush: WebPushCredentials };
 /** The row a sealed secret belongs to. */
 export type CredentialOwner = { applicationId: string; provider: Provider };
 
@@ -197,6 +207,63 @@ export async function setFcmCredentials(
   return store(em, applicationId, 'fcm', settings, JSON.stringify(account), key);
 }
 
+/** A VAPID subject a push service accepts (RFC 8292 §2.1): a `mailto:` address or an `https:` URL. */
+function vapidSubjectProblem(subject: string): string | null {
+  if (/^mailto:[^@\s]+@[^@\s]+$/.test(subject)) return null;
+  if (URL.canParse(subject) && new URL(subject).protocol === 'https:') return null;
+  return `The subject must be a mailto: address or an https: URL (whom a push service contacts about these pushes); got ${JSON.stringify(subject)}.`;
+}
+
+/** A fresh VAPID key pair, base64url: the private scalar padded to its 32 bytes. */
+export function generateVapidKeys(): Pick<WebPushCredentials, 'publicKey' | 'privateKey'> {
+  const ecdh = createECDH('prime256v1');
+  ecdh.generateKeys();
+  return { publicKey: ecdh.getPublicKey().toString('base64url'), privateKey: ecdh.getPrivateKey().toString('base64url').padStart(43, 'A') };
+}
+
+/** Whether the private key is 32 bytes of base64url whose public key is the one given. */
+function vapidPairProblem(publicKey: string, privateKey: string): string | null {
+  const privateBytes = /^[A-Za-z0-9_-]+$/.test(privateKey) ? Buffer.from(privateKey, 'base64url') : Buffer.alloc(0);
+  if (privateBytes.length !== 32) return 'The VAPID private key must be base64url of 32 bytes (what `web-push generate-vapid-keys` prints).';
+  const ecdh = createECDH('prime256v1');
+  try {
+    ecdh.setPrivateKey(privateBytes);
+  } catch {
+    return 'The VAPID private key is not a P-256 private key.';
+  }
+  if (ecdh.getPublicKey().toString('base64url') !== publicKey) return 'The VAPID public key is not the private key\'s: give the two keys of one pair.';
+  return null;
+}
+
+/**
+ * Stores an application's VAPID key pair: the one given, or a new one. Replacing a pair needs
+ * `force`: every subscription a browser made holds the old public key, and a push service refuses
+ * pushes signed with another, so each of those installations stops receiving until its page
+ * subscribes again with the new key.
+ */
+export async function setWebPushCredentials(
+  em: EntityManager,
+  applicationId: string,
+  given: { subject: string; keys?: Pick<WebPushCredentials, 'publicKey' | 'privateKey'>; force: boolean },
+  key: Buffer,
+): Promise<{ credential: ProviderCredential; replaced: boolean; publicKey: string }> {
+  const subjectProblem = vapidSubjectProblem(given.subject);
+  if (subjectProblem) throw new Error(subjectProblem);
+  const pair = given.keys ?? generateVapidKeys();
+  const pairProblem = vapidPairProblem(pair.publicKey, pair.privateKey);
+  if (pairProblem) throw new Error(pairProblem);
+  const existing = await em.findOne(ProviderCredential, { applicationId, provider: 'webpush' });
+  const replaced = existing !== null && (existing.settings as Record<string, string>).publicKey !== pair.publicKey;
+  if (replaced && !given.force) {
+    throw new Error(
+      `Application ${applicationId} already has a VAPID key pair. Replacing it makes every existing web subscription stop ` +
+        'working (each was made with the current public key) until its page subscribes again; run again with --force to replace it.',
+    );
+  }
+  const credential = await store(em, applicationId, 'webpush', { subject: given.subject, publicKey: pair.publicKey }, pair.privateKey, key);
+  return { credential, replaced, publicKey: pair.publicKey };
+}
+
 /** What a provider said of credentials asked directly (`herald credentials check`). */
 export type CheckVerdict =
   | { kind: 'accepted'; answer: string }
@@ -238,9 +305,13 @@ export async function listCredentials(em: EntityManager, applicationId: string):
 }
 
 export function openCredential<P extends Provider>(credential: ProviderCredential & { provider: P }, key: Buffer): ProviderSecrets[P];
-export function openCredential(credential: ProviderCredential, key: Buffer): ApnsCredentials | FcmCredentials {
+export function openCredential(credential: ProviderCredential, key: Buffer): ApnsCredentials | FcmCredentials | WebPushCredentials {
   const secret = decryptSecret(credential.secret, key, credential);
   if (credential.provider === 'fcm') return { serviceAccount: JSON.parse(secret) };
+  if (credential.provider === 'webpush') {
+    const { subject, publicKey } = credential.settings as Record<string, string>;
+    return { subject, publicKey, privateKey: secret };
+  }
   const { keyId, teamId, bundleId, sandbox } = credential.settings as Record<string, string> & { sandbox: boolean };
   return { key: secret, keyId, teamId, bundleId, sandbox };
 }

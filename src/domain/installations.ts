@@ -9,7 +9,8 @@ import { decodeCursor, toPage } from './cursor.ts';
 import { notFound, validationFailed } from './errors.ts';
 import { demand } from './tokens.ts';
 import { providerIdentifierType } from './platforms.ts';
-import type { DeviceDetails } from '../db/entities.ts';
+import { subscriptionKeyProblems, webPushEndpointProblem, type EndpointRules } from './web-push.ts';
+import type { DeviceDetails, PushKeys } from '../db/entities.ts';
 import {
   deleteInstallationRow,
   findInstallationRow,
@@ -56,20 +57,44 @@ export const maxTags = 64;
 /** Who writes an installation: its application, and the abilities of the token it came with. */
 export type Writer = { applicationId: string; abilities: readonly string[] };
 
+/**
+ * A `web` installation's subscription keys, or a 422: its endpoint must be a push service's
+ * (domain/web-push.ts) and both keys given and well formed; the other platforms take neither keys
+ * nor an expiry.
+ */
+export function pushKeysOf(provider: InstallationInput['provider'], platform: InstallationInput['platform'], rules: EndpointRules): PushKeys | null {
+  if (platform !== 'web') {
+    if (provider.keys !== undefined) throw validationFailed({ 'provider.keys': ['The keys field is only for platform web (a browser subscription).'] });
+    if (provider.expirationTime !== undefined) {
+      throw validationFailed({ 'provider.expirationTime': ['The expirationTime field is only for platform web (a browser subscription).'] });
+    }
+    return null;
+  }
+  const endpointProblem = webPushEndpointProblem(provider.identifier, rules);
+  if (endpointProblem) throw validationFailed({ 'provider.identifier': [endpointProblem] });
+  if (!provider.keys) throw validationFailed({ 'provider.keys': ['The keys field is required for platform web: the p256dh and auth of the subscription.'] });
+  const problems = subscriptionKeyProblems(provider.keys);
+  if (Object.keys(problems).length > 0) throw validationFailed(problems);
+  return { p256dh: provider.keys.p256dh, auth: provider.keys.auth, expirationTime: provider.expirationTime ?? null };
+}
+
 export async function registerInstallation(
   em: EntityManager,
   writer: Writer,
   installationId: string,
   input: InstallationInput,
+  endpointRules: EndpointRules,
 ): Promise<{ installation: InstallationRow; created: boolean }> {
   const { applicationId } = writer;
   if (input.tags !== undefined) demand(writer.abilities, 'installations:tag');
+  const pushKeys = pushKeysOf(input.provider, input.platform, endpointRules);
   return upsertInstallation(
     em,
     { applicationId, installationId },
     {
       platform: input.platform,
       providerIdentifier: input.provider.identifier,
+      pushKeys,
       permission: input.permission ?? 'unknown',
       userId: input.user_id ?? null,
       device: deviceDetails(input.device),

@@ -6,6 +6,7 @@
 import type { Notification, Truncation } from '../db/entities.ts';
 import type { components } from '../generated/api.ts';
 import type { Platform } from './platforms.ts';
+import { webPushPlaintextLimit } from './web-push.ts';
 
 type Send = components['schemas']['NotificationSend'];
 export type PushContent = Pick<Send, 'notification' | 'data' | 'options'>;
@@ -47,11 +48,14 @@ export function contentFor(content: PushContent, tag: string | null): PushConten
 type DroppableUrl = Truncation['dropped'][number];
 type JsonObject = Record<string, unknown>;
 
-/** APNs rejects a payload over 4 KB (PayloadTooLarge); FCM a message whose data and notification exceed 4 KB. */
+/**
+ * APNs rejects a payload over 4 KB (PayloadTooLarge); FCM a message whose data and notification
+ * exceed 4 KB; a Web Push service an encrypted body over 4,096 bytes (domain/web-push.ts).
+ */
 export const apnsPayloadLimit = 4096;
 export const fcmPayloadLimit = 4096;
-export const payloadLimits: Record<Platform, number> = { ios: apnsPayloadLimit, android: fcmPayloadLimit };
-const providerNames: Record<Platform, string> = { ios: 'APNs', android: 'FCM' };
+export const payloadLimits: Record<Platform, number> = { ios: apnsPayloadLimit, android: fcmPayloadLimit, web: webPushPlaintextLimit };
+const providerNames: Record<Platform, string> = { ios: 'APNs', android: 'FCM', web: 'Web Push' };
 
 /** Appended to a title or body that was cut. */
 export const ellipsis = '\u2026';
@@ -135,6 +139,39 @@ export function fcmMessage(content: PushContent, ids: PushIds): JsonObject {
 }
 
 /**
+ * The JSON a browser's service worker decrypts for one push: what it shows (title, body, image),
+ * where a click goes (`url`), the send's `data`, and Herald's ids with the `tag` that makes a
+ * repeated push (a retry after a lost answer, or a later push of the same collapse id) replace the
+ * notification still shown instead of stacking a second one.
+ */
+export function webPushPayload(content: PushContent, ids: PushIds): JsonObject {
+  const { title, body, image_url: image, action_url: url } = content.notification;
+  const options = content.options ?? {};
+  const data = content.data ?? {};
+  const payload = compact({
+    title,
+    body,
+    image,
+    url,
+    data: Object.keys(data).length > 0 ? data : undefined,
+    herald: { delivery_id: ids.deliveryId, notification_id: ids.notificationId, tag: options.collapse_id ?? ids.notificationId },
+  });
+  return deepMerge(payload, options.platform_overrides?.web ?? {});
+}
+
+/** webPushPayload for the pushes of one content, as its JSON text: what is shared is built once per notification. */
+export function webPushPayloads(content: PushContent): (ids: PushIds) => string {
+  const overrides = content.options?.platform_overrides?.web;
+  if (overrides && 'herald' in overrides) return (ids) => JSON.stringify(webPushPayload(content, ids));
+  const shared = new Map<string, JsonObject>();
+  return (ids) => {
+    let payload = shared.get(ids.notificationId);
+    if (!payload) shared.set(ids.notificationId, (payload = webPushPayload(content, { ...sampleIds, notificationId: ids.notificationId })));
+    return JSON.stringify({ ...payload, herald: { ...(payload.herald as JsonObject), delivery_id: ids.deliveryId } });
+  };
+}
+
+/**
  * The largest badge a push carries: FCM's `notification_count` is a 32-bit integer. The document
  * bounds `options.badge` only below (as the interface spec does), so a larger one is accepted and
  * pushed as this, on both platforms, and the delivery's truncation records it.
@@ -180,9 +217,10 @@ export function fcmMessages(content: PushContent): (ids: PushIds) => JsonObject 
   };
 }
 
-/** Bytes of what the provider counts against its limit: the APNs payload; FCM's data + notification. */
+/** Bytes of what the provider counts against its limit: the APNs payload; FCM's data + notification; the Web Push plaintext. */
 export function payloadBytes(content: PushContent, platform: Platform): number {
   if (platform === 'ios') return byteLength(apnsPayload(content, sampleIds));
+  if (platform === 'web') return byteLength(webPushPayload(content, sampleIds));
   const message = fcmMessage(content, sampleIds);
   return byteLength({ data: message.data, notification: message.notification });
 }
@@ -303,6 +341,8 @@ export function payloadProblems(content: PushContent): Record<string, string[]> 
     const shape = JSON.stringify(notification);
     if (!smallest.has(shape)) smallest.set(shape, { tag, content: { ...badgeInRange(content).content, notification } });
   }
+  // Not web: data that fits APNs and FCM but not Web Push's smaller plaintext was accepted before web
+  // existed, and still is; such a push fails on web alone (providers/web-push.ts, PayloadTooLarge).
   for (const platform of ['ios', 'android'] as const) {
     const measured = [...smallest.values()].map(({ tag, content }) => ({ tag, bytes: payloadBytes(content, platform) }));
     const largest = measured.reduce((a, b) => (b.bytes > a.bytes ? b : a));

@@ -5,9 +5,10 @@ import type { Provider } from './credentials.ts';
 
 export type Platform = components['schemas']['Platform'];
 
-export const providerOf = { ios: 'apns', android: 'fcm' } as const satisfies Record<Platform, Provider>;
+export const providerOf = { ios: 'apns', android: 'fcm', web: 'webpush' } as const satisfies Record<Platform, Provider>;
 
 export const providerIdentifierType = {
   ios: 'apns_token',
   android: 'fcm_token',
+  web: 'web_push_subscription',
 } as const satisfies Record<Platform, components['schemas']['Installation']['provider_identifier_type']>;

@@ -109,7 +109,9 @@ export interface paths {
          *     The body must provide a title, a body, or a non-empty `data` object (checked here, 422).
          *
          *     Every send the schema allows is accepted, whatever its size: when a push would exceed a
-         *     provider's limit (the APNs payload, or FCM's data + notification: 4096 bytes each), each
+         *     provider's limit (the APNs payload, or FCM's data + notification: 4096 bytes each; (1.5.0)
+         *     Web Push's JSON before encryption: 3,993 bytes, so that the encrypted body fits 4,096,
+         *     RFC 8291 §4), each
          *     platform's push is cut to fit, in this order, each step only when the previous one is not
          *     enough: the body is cut to its longest prefix that fits; then the title (the body cut to
          *     nothing); then `image_url` is left out of that platform's push, then `action_url` too (after
@@ -1107,8 +1109,11 @@ export interface components {
             message: string;
             errors: components["schemas"]["FieldErrors"];
         };
-        /** @enum {string} */
-        Platform: "ios" | "android";
+        /**
+         * @description (1.5.0) `web` is a browser's Web Push subscription.
+         * @enum {string}
+         */
+        Platform: "ios" | "android" | "web";
         /**
          * @description The app's notification permission on the device, as last reported.
          * @enum {string}
@@ -1146,10 +1151,10 @@ export interface components {
             installation_id: string;
             platform: components["schemas"]["Platform"];
             /**
-             * @description `apns_token` for `ios`, `fcm_token` for `android`.
+             * @description `apns_token` for `ios`, `fcm_token` for `android`, (1.5.0) `web_push_subscription` for `web`.
              * @enum {string}
              */
-            provider_identifier_type: "apns_token" | "fcm_token";
+            provider_identifier_type: "apns_token" | "fcm_token" | "web_push_subscription";
             /**
              * @description `invalid` once a provider rejected the identifier permanently (see
              *     `invalid_reason`); registering a new identifier makes it `active` again.
@@ -1195,8 +1200,34 @@ export interface components {
         /** @description A full installation; optional fields left out become empty. */
         InstallationPut: {
             provider: {
-                /** @description The push identifier (APNs device token or FCM registration token). */
+                /**
+                 * @description The push identifier (APNs device token or FCM registration token); (1.5.0) for
+                 *     `web`, the subscription's endpoint URL. Herald POSTs to that URL, so it must be
+                 *     `https` on the host of a known push service: `fcm.googleapis.com` and
+                 *     `android.googleapis.com` (Chrome, Edge's Chromium and other Chromium browsers),
+                 *     `updates.push.services.mozilla.com` and `push.services.mozilla.com` (Firefox),
+                 *     `web.push.apple.com` (Safari), `*.notify.windows.com` (Windows), or a host the
+                 *     operator adds (`HERALD_WEBPUSH_HOSTS`), with no user name, password or fragment;
+                 *     anything else is 422 naming `provider.identifier`. Each address Herald connects
+                 *     to is checked as a webhook's is: no loopback, private, link-local (cloud metadata)
+                 *     or other non-public address unless `HERALD_WEBPUSH_ALLOW_PRIVATE` is set.
+                 */
                 identifier: string;
+                /**
+                 * @description (1.5.0) The subscription's keys (RFC 8291), base64url as the browser gives them:
+                 *     required for `web`, refused for the other platforms (422 naming `provider.keys`).
+                 *     `p256dh` must decode to a 65-byte uncompressed P-256 point and `auth` to 16
+                 *     bytes (422 naming the key).
+                 */
+                keys?: {
+                    p256dh: string;
+                    auth: string;
+                };
+                /**
+                 * @description (1.5.0) `web` only: when the subscription expires (milliseconds since the epoch),
+                 *     as the browser gives it; kept. Null or absent: no expiry known.
+                 */
+                expirationTime?: number | null;
             };
             platform: components["schemas"]["Platform"];
             /** @default unknown */
@@ -1457,7 +1488,7 @@ export interface components {
         NotificationImageUrl: string | null;
         /** @description Opened when the notification is tapped; may be a deep link such as `myapp://orders/1042`. */
         NotificationActionUrl: string | null;
-        /** @description Delivery options, mapped onto APNs and FCM. */
+        /** @description Delivery options, mapped onto APNs, FCM and (1.5.0) Web Push. */
         NotificationOptions: {
             /**
              * Format: date-time
@@ -1515,11 +1546,18 @@ export interface components {
              */
             throttle_per_minute?: number;
             /**
-             * @description `high` → apns-priority 10 / FCM high; `normal` → 5 / normal.
+             * @description `high` → apns-priority 10 / FCM high / Web Push `Urgency: high`; `normal` → 5 / normal / `Urgency: normal`.
              * @enum {string}
              */
             priority?: "normal" | "high";
-            /** @description Later pushes with the same id replace earlier ones (apns-collapse-id, android collapse_key). */
+            /**
+             * @description Later pushes with the same id replace earlier ones (apns-collapse-id, android
+             *     collapse_key). (1.5.0) On `web` it is the `Topic` header, which holds at most 32
+             *     base64url characters: an id that already is one is sent as it is, any other as the
+             *     first 32 characters of the base64url SHA-256 of the id (the same id always gives the
+             *     same topic). A topic replaces only a message the push service still holds undelivered;
+             *     a notification already shown is replaced by the browser module's `tag`.
+             */
             collapse_id?: string;
             sound?: string;
             /**
@@ -1536,6 +1574,8 @@ export interface components {
                 ios?: components["schemas"]["JsonObject"];
                 /** @description Merged into the FCM message. */
                 android?: components["schemas"]["JsonObject"];
+                /** @description (1.5.0) Merged into the Web Push payload (the JSON the browser decrypts). */
+                web?: components["schemas"]["JsonObject"];
             };
         };
         /**
@@ -1732,7 +1772,8 @@ export interface components {
              */
             locale: string | null;
             /**
-             * @description How this platform's push was cut to fit the provider's 4096-byte limit; null when it
+             * @description How this platform's push was cut to fit the provider's 4096-byte limit ((1.5.0) on
+             *     `web`, 3,993 bytes of JSON before encryption); null when it
              *     is sent whole (and for skipped deliveries). The cut is the same for every delivery
              *     of a notification on one platform in one localization (`locale`), and is exactly
              *     what the push carried. (1.2.0) A badge brought within range is recorded here too.
@@ -2070,7 +2111,12 @@ export interface components {
         /** @description A platform's provider credentials, as the workers last found them. */
         ProviderStatus: {
             /** @enum {string} */
-            provider: "apns" | "fcm";
+            provider: "apns" | "fcm" | "webpush";
+            /**
+             * @description (1.5.0) `webpush` only: the application's VAPID public key (base64url, an uncompressed
+             *     P-256 point), the `applicationServerKey` a page subscribes with; null when none is set.
+             */
+            public_key?: string | null;
             /**
              * @description `unverified` (1.2.0): set, but no provider has accepted a push made with them yet
              *     (`herald credentials check` asks the provider now); `healthy` once one has.
@@ -2101,6 +2147,13 @@ export interface components {
             name: string;
             /** Format: date-time */
             created_at: string;
+            /**
+             * @description (1.5.0) The application's VAPID public key (base64url, an uncompressed P-256 point): the
+             *     `applicationServerKey` a page passes to `pushManager.subscribe()`. Public by design,
+             *     so every token sees it, a browser's included; null until `herald credentials
+             *     set-webpush` has set a key pair.
+             */
+            vapid_public_key: string | null;
             /** @description The bearer token of this request. */
             token: {
                 name: string;
@@ -2122,6 +2175,8 @@ export interface components {
             credentials?: {
                 ios: components["schemas"]["ProviderStatus"];
                 android: components["schemas"]["ProviderStatus"];
+                /** @description (1.5.0) The VAPID key pair of Web Push, with its public key. */
+                web: components["schemas"]["ProviderStatus"];
             };
         };
         ApplicationEnvelope: {
@@ -3778,6 +3833,7 @@ export interface operations {
                      *         "id": "0192f3a4-5b6c-7d8e-9f01-23456789abcd",
                      *         "name": "Shop",
                      *         "created_at": "2026-11-01T09:00:00.000Z",
+                     *         "vapid_public_key": "BA4TvXzqk6SLlUplbD32rm6VBhBsZDbdG1ABYuDj4vG5xkSbI6--uC0Nb-m3vMlHqsVrtp13Ba4oLUtAce6g_yQ",
                      *         "token": {
                      *           "name": "backend",
                      *           "abilities": [
@@ -3803,6 +3859,14 @@ export interface operations {
                      *             "since": null,
                      *             "reason": null,
                      *             "updated_at": null
+                     *           },
+                     *           "web": {
+                     *             "provider": "webpush",
+                     *             "public_key": "BA4TvXzqk6SLlUplbD32rm6VBhBsZDbdG1ABYuDj4vG5xkSbI6--uC0Nb-m3vMlHqsVrtp13Ba4oLUtAce6g_yQ",
+                     *             "status": "healthy",
+                     *             "since": null,
+                     *             "reason": null,
+                     *             "updated_at": "2026-11-01T09:06:00.000Z"
                      *           }
                      *         }
                      *       }
@@ -3918,9 +3982,9 @@ type ReadonlyArray<T> = [
 ] extends [
     unknown[]
 ] ? Readonly<Exclude<T, undefined>> : Readonly<Exclude<T, undefined>[]>;
-export const platformValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Platform"]> = ["ios", "android"];
+export const platformValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Platform"]> = ["ios", "android", "web"];
 export const permissionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Permission"]> = ["unknown", "not_determined", "authorized", "provisional", "ephemeral", "denied"];
-export const installationProvider_identifier_typeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["provider_identifier_type"]> = ["apns_token", "fcm_token"];
+export const installationProvider_identifier_typeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["provider_identifier_type"]> = ["apns_token", "fcm_token", "web_push_subscription"];
 export const installationStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Installation"]["status"]> = ["active", "invalid"];
 export const audienceTagConditionOpValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["AudienceTagCondition"]["op"]> = ["eq", "ne", "in", "exists", "not_exists"];
 export const notificationOptionsPriorityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["NotificationOptions"]["priority"]> = ["normal", "high"];
@@ -3939,5 +4003,5 @@ export const deliveryFailedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<
 export const installationInvalidatedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["InstallationInvalidatedEvent"]["type"]> = ["installation.invalidated"];
 export const eventReportedEventTypeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["EventReportedEvent"]["type"]> = ["event.reported"];
 export const abilityValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Ability"]> = ["installations:write", "installations:read", "installations:list", "installations:tag", "notifications:send", "notifications:broadcast", "notifications:read", "segments:write", "events:write", "*"];
-export const providerStatusProviderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["provider"]> = ["apns", "fcm"];
+export const providerStatusProviderValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["provider"]> = ["apns", "fcm", "webpush"];
 export const providerStatusStatusValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["ProviderStatus"]["status"]> = ["not_configured", "unverified", "healthy", "unhealthy", "unreachable"];

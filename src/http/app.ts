@@ -15,10 +15,12 @@ import type { Logger } from '../logging/logger.ts';
 import { httpRequest } from '../observability/metrics.ts';
 import { applicationIdOf, authorize, routeOf } from './auth.ts';
 import { readJsonBody } from './body.ts';
+import { corsPreflight } from './cors.ts';
 import { dashboardRouter } from './dashboard.ts';
 import { docsRouter } from './docs.ts';
 import { notFound } from '../domain/errors.ts';
 import type { SendPolicy } from '../domain/rate-limits.ts';
+import type { EndpointRules } from '../domain/web-push.ts';
 import type { SendLimiter } from './send-limiter.ts';
 import { errorHandler, lastResortHandler } from './errors.ts';
 import { announceQuotaOnError, sendQuota } from './rate-limit.ts';
@@ -53,6 +55,8 @@ export type AppOptions = {
   tokenCacheMs: number;
   /** Where the built dashboard is (default: dist/dashboard/ of this checkout). */
   dashboardDir?: string;
+  /** Which Web Push endpoints an installation may register (default: the known push services, public addresses). */
+  webPushEndpoints?: EndpointRules;
 };
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -132,6 +136,8 @@ export function createApp(options: AppOptions): Express {
   app.use(docsRouter());
   // The dashboard's page and bundle: static, outside the API's document and before its checks.
   app.use(dashboardRouter(options.dashboardDir));
+  // A page's preflight, before the checks of a request: it carries no token (http/cors.ts).
+  app.use(corsPreflight(orm, options.tokenCacheMs));
   // One unit of work per request: handlers and the domain use orm.em, which is this request's fork.
   app.use((_req, _res, next) => RequestContext.create(orm.em, next));
   // The order of checks: the operation and the token from the headers (404/405, 401/403), then the
@@ -152,7 +158,7 @@ export function createApp(options: AppOptions): Express {
     }),
   );
   app.use(systemRouter(options.readiness, document, options.outage));
-  app.use(installationsRouter(orm));
+  app.use(installationsRouter(orm, options.webPushEndpoints ?? { extraHosts: [], allowPrivate: false }));
   const quota = sendQuota(options.sendLimiter, options.defaultSendPolicy);
   app.use(notificationsRouter(orm, options.sends, options.fanouts, quota, options.webhooks));
   app.use(eventsRouter(orm, options.webhooks));

@@ -10,6 +10,7 @@ import { createAuthenticator, recordTokenUse, type Principal } from '../domain/a
 import { forbidden, methodNotAllowed, notFound, unauthenticated } from '../domain/errors.ts';
 import { grants } from '../domain/tokens.ts';
 import { authFailed } from '../observability/metrics.ts';
+import { allowOrigin } from './cors.ts';
 
 const methods = ['get', 'put', 'post', 'patch', 'delete'] as const;
 
@@ -90,6 +91,7 @@ export function authorize(orm: Orm, document: object, tokenCacheMs: number): Req
         return next(unauthenticated('invalid_token'));
       }
       res.locals.applicationId = principal.applicationId;
+      allowOrigin(req, res, principal.allowedOrigins);
       // Bookkeeping: a failed write is logged, never the request's failure.
       await recordTokenUse(orm.em, principal).catch((error: unknown) => req.log.warn({ err: error }, "could not record the token's last use"));
       if (!grants(principal.abilities, operation.abilities)) {

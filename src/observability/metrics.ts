@@ -51,7 +51,7 @@ const retries = new Counter({
 
 const providerRequests = new Histogram({
   name: 'herald_provider_request_duration_seconds',
-  help: 'One round trip of a chunk of pushes (HERALD_DELIVER_CHUNK_SIZE) to APNs or FCM, by platform; a send past HERALD_PROVIDER_DEADLINE_SECONDS is observed at the deadline',
+  help: 'One round trip of a chunk of pushes (HERALD_DELIVER_CHUNK_SIZE) to APNs, FCM or Web Push, by platform; a send past HERALD_PROVIDER_DEADLINE_SECONDS is observed at the deadline',
   labelNames: ['platform'] as const,
   buckets: requestBuckets,
   registers: [registry],
@@ -164,6 +164,9 @@ const knownReasons = new Set([
   // FCM error codes, and the RPC statuses it answers without one
   'UNSPECIFIED_ERROR', 'INVALID_ARGUMENT', 'UNREGISTERED', 'SENDER_ID_MISMATCH', 'QUOTA_EXCEEDED', 'UNAVAILABLE',
   'INTERNAL', 'THIRD_PARTY_AUTH_ERROR', 'PERMISSION_DENIED', 'UNAUTHENTICATED', 'NOT_FOUND', 'RESOURCE_EXHAUSTED',
+  // Web Push: the status names Herald gives (providers/web-push.ts), and the push services' own
+  'BadRequest', 'Unauthorized', 'NotFound', 'Gone', 'BadGateway', 'GatewayTimeout', 'MissingSubscriptionKeys',
+  'VapidPkHashMismatch', 'BadJwtToken', 'ExpiredJwtToken', 'BadWebPushTopic',
 ]);
 // firebase-admin's own error codes (`messaging/invalid-argument`), a fixed set of its library.
 const firebaseCode = /^(messaging|app)\/[a-z-]{1,60}$/;

@@ -7,8 +7,13 @@ import type { PushContent, PushIds } from '../domain/payloads.ts';
 export type { PushOutcome };
 
 export type Push = PushIds & {
-  /** The installation's push address: its APNs device token or FCM registration token. */
+  /** The installation's push address: its APNs device token, FCM registration token or Web Push endpoint. */
   providerIdentifier: string;
+  /**
+   * A web installation's subscription keys, and when the batch read them: a push service's 404 or
+   * 410 then invalidates the installation only if its subscription has not changed since.
+   */
+  subscription?: { p256dh: string; auth: string; readAt: Date };
   content: PushContent;
   /** Absolute expiry (apns-expiration; FCM ttl is derived from it). Null: the provider's default. */
   expiresAt: Date | null;
@@ -33,6 +38,10 @@ export type ProviderEndpoints = {
   apns?: string;
   /** e.g. `https://127.0.0.1:2198`; unset: fcm.googleapis.com. */
   fcm?: string;
-  /** PEM of a CA to trust for the endpoints above (a simulator's self-signed certificate). */
+  /** PEM of a CA to trust for the endpoints above (a simulator's self-signed certificate); Web Push trusts it besides the system's. */
   ca?: string;
+  /** HERALD_WEBPUSH_ALLOW_PRIVATE: Web Push may connect to loopback and private addresses (a local simulator). */
+  webPushAllowPrivate?: boolean;
+  /** The Web Push simulator's URL, when one runs in this process: subscriptions on its host are accepted. */
+  webPushSimulator?: string;
 };

@@ -83,6 +83,19 @@ const schema = z.object({
   // Webhooks to loopback, private, link-local and other non-public addresses (and to http URLs):
   // refused unless this is set, for local development and tests with a receiver on this machine.
   HERALD_WEBHOOK_ALLOW_PRIVATE: flag.default(false),
+  // Web Push subscription endpoints beyond the known push services (domain/web-push.ts), comma
+  // separated: `host`, `host:port` or `*.domain` (a local simulator: `127.0.0.1:2199`).
+  HERALD_WEBPUSH_HOSTS: z
+    .string()
+    .transform((value) => value.split(',').map((host) => host.trim()).filter((host) => host !== ''))
+    .refine(
+      (hosts) => hosts.every((host) => /^((\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/.test(host)),
+      'must be host names, host:port or *.domain, comma separated (e.g. push.example.net,127.0.0.1:2199)',
+    )
+    .default([]),
+  // Web Push to loopback, private, link-local and other non-public addresses: refused unless this is
+  // set, as webhooks are, for a simulator on this machine.
+  HERALD_WEBPUSH_ALLOW_PRIVATE: flag.default(false),
   // A webhook request not answered (headers and the start of the body) by then is a failed attempt.
   HERALD_WEBHOOK_TIMEOUT_SECONDS: z.coerce.number().min(1).max(60).default(10),
   // The first retry of a failed webhook request comes this long after it, each next one twice as long, up to an hour.

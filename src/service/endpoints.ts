@@ -10,5 +10,6 @@ export function configuredEndpoints(config: Config): ProviderEndpoints {
     apns: config.HERALD_APNS_ENDPOINT,
     fcm: config.HERALD_FCM_ENDPOINT,
     ca: config.HERALD_PROVIDER_CA_FILE ? readFileSync(config.HERALD_PROVIDER_CA_FILE, 'utf8') : undefined,
+    webPushAllowPrivate: config.HERALD_WEBPUSH_ALLOW_PRIVATE,
   };
 }

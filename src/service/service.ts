@@ -17,6 +17,7 @@ import { fanoutQueue, queueDepths, startBoss, tagSummaryQueue, webhookEnqueuer }
 import { startTagSummaries } from '../worker/tag-summaries.ts';
 import { createWebhookSender } from '../worker/webhook-sender.ts';
 import { createWebhookOutbox, type WebhookOutbox } from '../domain/webhook-outbox.ts';
+import type { EndpointRules } from '../domain/web-push.ts';
 import { startWorkers, type Workers } from '../worker/workers.ts';
 import { createApp } from '../http/app.ts';
 import { loadDocument } from '../http/document.ts';
@@ -163,7 +164,7 @@ async function startOn(
   let server = listeners.health;
   let apiPart: ApiPart | null = null;
   if (roles.api) {
-    apiPart = await startApiPart(config, logger, { database, bounds, boss, outage, webhooks, readiness: probe.probe });
+    apiPart = await startApiPart(config, logger, { database, bounds, boss, outage, webhooks, readiness: probe.probe, endpoints });
     server = apiPart.server;
   }
   const stop = async (graceMs: number): Promise<StopResult> => {
@@ -268,8 +269,18 @@ async function startOperationsListeners(
   return { metrics, health };
 }
 
+/** Which subscription endpoints the API takes: the configured ones, and the simulator's running here. */
+function webPushEndpointRules(config: Config, endpoints: ProviderEndpoints): EndpointRules {
+  const simulator = endpoints.webPushSimulator ? [new URL(endpoints.webPushSimulator).host] : [];
+  return { extraHosts: [...config.HERALD_WEBPUSH_HOSTS, ...simulator], allowPrivate: config.HERALD_WEBPUSH_ALLOW_PRIVATE || simulator.length > 0 };
+}
+
 /** The HTTP API, with the send limiter and the sends' pool it alone uses. */
-async function startApiPart(config: Config, logger: Logger, shared: Shared & { readiness: () => Promise<void> }): Promise<ApiPart> {
+async function startApiPart(
+  config: Config,
+  logger: Logger,
+  shared: Shared & { readiness: () => Promise<void>; endpoints: ProviderEndpoints },
+): Promise<ApiPart> {
   const { database, bounds, boss, outage, webhooks, readiness } = shared;
   const sendLimiter = openSendLimiter(database.url, 4, bounds.api);
   const sendPool = openPipelinedPool(database.url, sendPoolMax, bounds.api);
@@ -288,6 +299,7 @@ async function startApiPart(config: Config, logger: Logger, shared: Shared & { r
     readiness,
     defaultSendPolicy: { quota: config.HERALD_SEND_QUOTA, windowSeconds: config.HERALD_SEND_WINDOW_SECONDS },
     tokenCacheMs,
+    webPushEndpoints: webPushEndpointRules(config, shared.endpoints),
   });
   let server: Server;
   try {

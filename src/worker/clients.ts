@@ -6,7 +6,7 @@
 // the first client of that provider is opened, not at start: an API-only process, or a worker
 // whose applications all use one provider, never loads the other.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { openCredential, type ApnsCredentials, type FcmCredentials, type Provider } from '../domain/credentials.ts';
+import { openCredential, type ApnsCredentials, type FcmCredentials, type Provider, type WebPushCredentials } from '../domain/credentials.ts';
 import { ProviderCredential } from '../db/entities.ts';
 import type { CredentialVersion } from '../db/sql/deliveries.ts';
 import type { Logger } from '../logging/logger.ts';
@@ -42,18 +42,23 @@ export function createProviderClients(options: {
   logger: Logger;
 }): ProviderClients {
   const cache = new Map<string, Cached>();
-  const factories: { apns?: Factory<ApnsCredentials>; fcm?: Factory<FcmCredentials> } = {};
+  const factories: { apns?: Factory<ApnsCredentials>; fcm?: Factory<FcmCredentials>; webpush?: Factory<WebPushCredentials> } = {};
   const importFactory = async (provider: Provider) => {
     if (provider === 'apns') factories.apns ??= (await import('../providers/apns.ts')).createApnsProvider;
-    else factories.fcm ??= (await import('../providers/fcm.ts')).createFcmProvider;
+    else if (provider === 'fcm') factories.fcm ??= (await import('../providers/fcm.ts')).createFcmProvider;
+    else factories.webpush ??= (await import('../providers/web-push.ts')).createWebPushProvider;
   };
   /** Synchronous once the provider's factory is imported. */
   const open = (credential: ProviderCredential): PushProvider => {
     if (!options.key) throw new Error('HERALD_CREDENTIALS_KEY is not set: provider credentials cannot be read.');
     const logger = options.logger.child({ applicationId: credential.applicationId, provider: credential.provider });
-    return credential.provider === 'apns'
-      ? factories.apns!(openCredential(credential as ProviderCredential & { provider: 'apns' }, options.key), options.endpoints, logger)
-      : factories.fcm!(openCredential(credential as ProviderCredential & { provider: 'fcm' }, options.key), options.endpoints, logger);
+    if (credential.provider === 'apns') {
+      return factories.apns!(openCredential(credential as ProviderCredential & { provider: 'apns' }, options.key), options.endpoints, logger);
+    }
+    if (credential.provider === 'webpush') {
+      return factories.webpush!(openCredential(credential as ProviderCredential & { provider: 'webpush' }, options.key), options.endpoints, logger);
+    }
+    return factories.fcm!(openCredential(credential as ProviderCredential & { provider: 'fcm' }, options.key), options.endpoints, logger);
   };
 
   return {

@@ -2,6 +2,7 @@
 // credentials, with a push no device receives, and records the answer as the workers would.
 // APNs: a push to a made-up device token, which Apple checks only after the credentials (so
 // `BadDeviceToken` means they were accepted). FCM: a `validate_only` send, checked and not sent.
+// Web Push has no such push: its key pair is not asked about.
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
@@ -32,6 +33,9 @@ export async function checkCredentials(
   const checks: CredentialCheck[] = [];
   for (const credential of await listCredentials(em, options.applicationId)) {
     if (options.only && credential.provider !== options.only) continue;
+    // A push service judges a VAPID key only on a push to a subscription made with it, and has no
+    // dry run: web credentials are verified by the first push a push service accepts.
+    if (credential.provider === 'webpush') continue;
     const verdict = await ask(credential, options);
     if (verdict.kind === 'accepted') await markCredentialHealthy(em, credential.id);
     else if (verdict.kind === 'unreachable') await markCredentialUnreachable(em, credential.id);

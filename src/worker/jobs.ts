@@ -39,7 +39,7 @@ import {
 import type { Push, PushOutcome, PushProvider } from '../providers/provider.ts';
 import { networkReasons } from '../providers/support.ts';
 import { type ProviderClient, type ProviderClients } from './clients.ts';
-import { providerOf } from '../domain/platforms.ts';
+import { providerOf, type Platform } from '../domain/platforms.ts';
 import { reportNotificationEnd, type FanoutJob } from '../domain/notifications.ts';
 import { deliveriesFailed, installationsInvalidated, notificationCompleted, type WebhookOutbox } from '../domain/webhook-outbox.ts';
 import { placement, queues } from './queue.ts';
@@ -75,7 +75,7 @@ import {
  */
 export type DeliverJob = {
   applicationId: string;
-  platform: 'ios' | 'android';
+  platform: Platform;
   deliveryIds: string[];
   /** Pushes of a broadcast: in the campaign lane's queue (queues.campaignDeliver), and so are their retries. */
   campaign?: boolean;
@@ -379,10 +379,11 @@ async function sendAndRecord(
       const expired =
         slots === null ? [] : live.filter((delivery) => !mayAttempt(pushTimes(delivery.notification, delivery.scheduledFor), delivery.attempts, now));
       const going = expired.length === 0 ? live : live.filter((delivery) => !expired.includes(delivery));
-      const pushes = going.map(({ deliveryId, notification, providerIdentifier, locale, scheduledFor }): Push => ({
+      const pushes = going.map(({ deliveryId, notification, providerIdentifier, pushKeys, readAt, locale, scheduledFor }): Push => ({
         deliveryId,
         notificationId: notification.id,
         providerIdentifier,
+        ...(pushKeys && readAt ? { subscription: { p256dh: pushKeys.p256dh, auth: pushKeys.auth, readAt } } : {}),
         content: contentOf(notification, job.platform, locale),
         expiresAt: expiresAt(pushTimes(notification, scheduledFor)),
       }));

@@ -1,14 +1,10 @@
 // One webhook request: a POST to the endpoint's URL with Node's own http/https clients, bounded in
 // time, never following a redirect, reading no more of the answer than an excerpt. Unless private
-// addresses are allowed, every address it connects to is checked (domain/webhook-addresses.ts): by
-// the agents' `lookup`, which is what the socket connects to, so a name that resolves to a public
-// address at one moment and to a private one the next (DNS rebinding) is judged on the address
-// actually used; and for a URL whose host is an IP address (no lookup happens), before connecting.
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+// addresses are allowed, every address it connects to is checked (providers/address-guard.ts, which
+// Web Push shares).
 import http from 'node:http';
 import https from 'node:https';
-import { isIP, type LookupFunction } from 'node:net';
-import { refusedAddress } from '../domain/webhook-addresses.ts';
+import { AddressRefused, guardedLookup, literalRefusal } from '../providers/address-guard.ts';
 
 export type WebhookAnswer = {
   ok: boolean;
@@ -31,24 +27,6 @@ export const excerptLength = 200;
 const readLimit = 4 * excerptLength;
 // Connections per endpoint host per process; requests beyond wait for one.
 const socketsPerHost = 10;
-
-class AddressRefused extends Error {}
-
-/** A lookup that leaves out the addresses a webhook may not connect to, and fails when none is left. */
-function guardedLookup(): LookupFunction {
-  return ((hostname: string, options: { all?: boolean; family?: number }, callback: (...args: unknown[]) => void) => {
-    dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
-      if (error) return callback(error);
-      const allowed = addresses.filter(({ address }) => refusedAddress(address) === null);
-      if (allowed.length === 0) {
-        const first = addresses[0];
-        return callback(new AddressRefused(`address not allowed: ${hostname} is ${first?.address} (${first ? refusedAddress(first.address) : 'none'})`));
-      }
-      if (options.all) callback(null, allowed);
-      else callback(null, allowed[0].address, allowed[0].family);
-    });
-  }) as LookupFunction;
-}
 
 /** What a failed request says in the delivery log: never a stack, and the code where there is one. */
 function describeError(error: Error & { code?: string }, timeoutMs: number): string {
@@ -83,9 +61,8 @@ export function createWebhookSender(options: { allowPrivate: boolean; timeoutMs:
   return {
     post(url, body, headers) {
       const target = new URL(url);
-      const host = target.hostname.replace(/^\[|\]$/g, '');
-      const refused = !options.allowPrivate && isIP(host) ? refusedAddress(host) : null;
-      if (refused) return Promise.resolve({ ok: false, statusCode: null, error: `address not allowed: ${host} is ${refused}`, excerpt: null });
+      const refused = options.allowPrivate ? null : literalRefusal(target);
+      if (refused) return Promise.resolve({ ok: false, statusCode: null, error: refused, excerpt: null });
       const protocol = target.protocol === 'https:' ? 'https:' : 'http:';
       return new Promise<WebhookAnswer>((resolve) => {
         let settled = false;

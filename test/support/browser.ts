@@ -31,14 +31,18 @@ export type HeadlessBrowser = {
   close(): Promise<void>;
 };
 
-export async function launchBrowser(): Promise<HeadlessBrowser> {
+/**
+ * `serviceWorkers: 'allow'` lets pages register service workers (the Web Push test); by default
+ * they are blocked, so that no page is served from a worker's cache.
+ */
+export async function launchBrowser(options: { serviceWorkers?: 'allow' | 'block' } = {}): Promise<HeadlessBrowser> {
   const browser: Browser = await chromium.launch({
     executablePath: chromiumPath(),
     headless: true,
     // Tests run as root in a container: no sandbox there, and /dev/shm is often 64 MB.
     args: ['--no-sandbox', '--disable-dev-shm-usage'],
   });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, serviceWorkers: 'block' });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, serviceWorkers: options.serviceWorkers ?? 'block' });
   const blocked: string[] = [];
   const errors: string[] = [];
   await context.route(

@@ -1,6 +1,6 @@
 // The whole pipeline in one process: the API (supertest), workers on their own queue schema (so
-// that test files never take each other's jobs), and both provider simulators, reached through
-// the real client libraries.
+// that test files never take each other's jobs), and the provider simulators (APNs, FCM, Web Push),
+// reached through the real client libraries.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,7 +8,8 @@ import path from 'node:path';
 import request from 'supertest';
 import type { PgBoss } from 'pg-boss';
 import type { components } from '../../src/generated/api.ts';
-import { setApnsCredentials, setFcmCredentials } from '../../src/domain/credentials.ts';
+import { generateVapidKeys, setApnsCredentials, setFcmCredentials, setWebPushCredentials, type WebPushCredentials } from '../../src/domain/credentials.ts';
+import { startWebPushSimulator, type SubscriptionJson } from '../../src/providers/simulators/web-push-simulator.ts';
 import { createProviderClients, type ProviderClients } from '../../src/worker/clients.ts';
 import { startBoss, webhookEnqueuer } from '../../src/worker/queue.ts';
 import { createWebhookSender } from '../../src/worker/webhook-sender.ts';
@@ -40,11 +41,19 @@ export async function startPipeline(
   } = {},
 ) {
   const queueSchema = `pgboss_${randomBytes(4).toString('hex')}`;
-  const harness: Harness = await startHarness({ queueSchema });
+  const webPush = await startWebPushSimulator();
+  // The simulator runs on this machine: its host is added and private addresses allowed, as `herald start --simulate` does.
+  const harness: Harness = await startHarness({ queueSchema, webPushEndpoints: { extraHosts: [new URL(webPush.url).host], allowPrivate: true } });
   const apns = await apnsSimulator();
   const fcm = await fcmSimulator();
   const credentialsKey = runCredentialsKey();
-  const endpoints: ProviderEndpoints = { apns: apns.sim.url, fcm: fcm.sim.url, ca: `${apns.sim.ca}\n${fcm.sim.ca}` };
+  const vapid: WebPushCredentials = { subject: 'mailto:tests@example.com', ...generateVapidKeys() };
+  const endpoints: ProviderEndpoints = {
+    apns: apns.sim.url,
+    fcm: fcm.sim.url,
+    ca: `${apns.sim.ca}\n${fcm.sim.ca}\n${webPush.ca}`,
+    webPushAllowPrivate: true,
+  };
   const workerBoss: PgBoss = await startBoss(harness.url, silentLogger, { worker: true, schema: queueSchema });
   const clients: ProviderClients = createProviderClients({ key: credentialsKey, endpoints, logger: silentLogger });
   const webhookSender = createWebhookSender({
@@ -76,11 +85,12 @@ export async function startPipeline(
     harness,
     apns: apns.sim,
     fcm: fcm.sim,
+    webPush,
     credentialsKey,
     /** The workers' queue (its getWipData() says when each worker last fetched). */
     workerBoss,
     /** The credentials the simulators accept, for an application set up by hand. */
-    credentials: { apns: apns.credentials, fcm: fcm.credentials },
+    credentials: { apns: apns.credentials, fcm: fcm.credentials, webpush: vapid },
     endpoints,
     queueSchema,
 
@@ -98,15 +108,17 @@ export async function startPipeline(
         HERALD_FCM_ENDPOINT: endpoints.fcm!,
         HERALD_PROVIDER_CA_FILE: caFile,
         HERALD_QUEUE_POLL_SECONDS: String(testPollSeconds),
+        HERALD_WEBPUSH_ALLOW_PRIVATE: 'true',
       };
     },
 
-    /** An application with a server token, an app token, and (by default) both providers' credentials. */
-    async newApplication(providers: { apns?: boolean; fcm?: boolean } = { apns: true, fcm: true }) {
+    /** An application with a server token, an app token, and (by default) APNs and FCM credentials; Web Push's when asked. */
+    async newApplication(providers: { apns?: boolean; fcm?: boolean; webpush?: boolean } = { apns: true, fcm: true }) {
       const application = await harness.newApplication('fanout');
       const em = harness.orm.em.fork();
       if (providers.apns) await setApnsCredentials(em, application.id, apns.credentials, credentialsKey);
       if (providers.fcm) await setFcmCredentials(em, application.id, fcm.credentials, credentialsKey);
+      if (providers.webpush) await setWebPushCredentials(em, application.id, { subject: vapid.subject, keys: vapid, force: false }, credentialsKey);
       const server = await application.token(['*']);
       const client = await application.token(['installations:write', 'installations:read', 'events:write']);
       const api = () => request(harness.app);
@@ -162,6 +174,7 @@ export async function startPipeline(
       webhookSender.close();
       await apns.sim.stop();
       await fcm.sim.stop();
+      await webPush.stop();
       await harness.close();
     },
   };
@@ -179,6 +192,15 @@ export const ios = (token: string, user: string, extra: Record<string, unknown> 
 export const android = (token: string, user: string, extra: Record<string, unknown> = {}) => ({
   platform: 'android',
   provider: { identifier: token },
+  user_id: user,
+  permission: 'authorized',
+  ...extra,
+});
+
+/** A web installation of a subscription (as PushSubscription.toJSON() gives it, from the Web Push simulator). */
+export const web = (subscription: SubscriptionJson, user: string, extra: Record<string, unknown> = {}) => ({
+  platform: 'web',
+  provider: { identifier: subscription.endpoint, keys: subscription.keys },
   user_id: user,
   permission: 'authorized',
   ...extra,

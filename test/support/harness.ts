@@ -12,6 +12,7 @@ import { openDatabaseProbe, watchDatabase } from '../../src/db/outage.ts';
 import { fanoutQueue, startBoss, tagSummaryQueue, webhookEnqueuer } from '../../src/worker/queue.ts';
 import { createWebhookOutbox, type WebhookOutbox } from '../../src/domain/webhook-outbox.ts';
 import { createApp } from '../../src/http/app.ts';
+import type { EndpointRules } from '../../src/domain/web-push.ts';
 import { loadDocument } from '../../src/http/document.ts';
 import { createLogger, type Logger } from '../../src/logging/logger.ts';
 import { defaultQueueSchema } from '../../src/service/config.ts';
@@ -60,6 +61,8 @@ export async function startHarness(
     tokenCacheMs?: number;
     /** The API's database bounds (default: db/bounds.ts defaultBounds). */
     bounds?: DatabaseBounds;
+    /** Web Push endpoints allowed beyond the known push services (default: none, public addresses only). */
+    webPushEndpoints?: EndpointRules;
   } = {},
 ): Promise<Harness> {
   const url = options.databaseUrl ?? databaseUrl();
@@ -88,6 +91,7 @@ export async function startHarness(
     readiness: probe.probe,
     defaultSendPolicy: options.sendPolicy ?? { quota: 100_000, windowSeconds: 60 },
     tokenCacheMs: options.tokenCacheMs ?? 0,
+    webPushEndpoints: options.webPushEndpoints,
   });
   return {
     app,

@@ -7,7 +7,7 @@ import { formatDate, formatNumber } from '../format.ts';
 import { SegmentsSection } from './segments.tsx';
 import { WebhooksSection } from './webhooks.tsx';
 
-const platformNames = { ios: 'iOS (APNs)', android: 'Android (FCM)' } as const;
+const platformNames = { ios: 'iOS (APNs)', android: 'Android (FCM)', web: 'Web (Web Push)' } as const;
 
 const advice: Record<ProviderStatus['status'], string> = {
   healthy: 'Pushes go out.',
@@ -17,7 +17,7 @@ const advice: Record<ProviderStatus['status'], string> = {
   unreachable: 'The provider could not be reached: pushes wait and are retried.',
 };
 
-const setCommand = { ios: 'herald credentials set-apns', android: 'herald credentials set-fcm' } as const;
+const setCommand = { ios: 'herald credentials set-apns', android: 'herald credentials set-fcm', web: 'herald credentials set-webpush --subject mailto:…' } as const;
 
 export function ApplicationView() {
   const { app: signedInApp } = useSession();
@@ -63,7 +63,7 @@ export function ApplicationView() {
   );
 }
 
-function CredentialsTable({ app, credentials }: { app: { id: string }; credentials: Record<'ios' | 'android', ProviderStatus> }) {
+function CredentialsTable({ app, credentials }: { app: { id: string }; credentials: Record<'ios' | 'android' | 'web', ProviderStatus> }) {
   return (
     <table class="data">
       <thead>
@@ -77,7 +77,7 @@ function CredentialsTable({ app, credentials }: { app: { id: string }; credentia
         </tr>
       </thead>
       <tbody>
-        {(['ios', 'android'] as const).map((platform) => {
+        {(['ios', 'android', 'web'] as const).map((platform) => {
           const status = credentials[platform];
           return (
             <tr key={platform}>
@@ -90,7 +90,7 @@ function CredentialsTable({ app, credentials }: { app: { id: string }; credentia
               <td class="nowrap">{formatDate(status.updated_at)}</td>
               <td>
                 {advice[status.status]}
-                {status.status === 'unverified' ? (
+                {status.status === 'unverified' && platform !== 'web' ? (
                   <>
                     {' '}
                     Ask the provider now with <code>herald credentials check --app {app.id}</code>.

@@ -15,7 +15,7 @@ export const pollMs = 3000;
 const pageSize = 50;
 type BreakdownRow = DeliveryBreakdown['data'][number];
 const states: DeliveryState[] = ['pending', 'accepted', 'failed', 'skipped'];
-const platforms: Platform[] = ['ios', 'android'];
+const platforms: Platform[] = ['ios', 'android', 'web'];
 
 export function NotificationView({ id }: { id: string }) {
   const detail = useLoad(

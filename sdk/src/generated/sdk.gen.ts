@@ -139,7 +139,9 @@ export const listNotifications = <ThrowOnError extends boolean = false>(options?
  * The body must provide a title, a body, or a non-empty `data` object (checked here, 422).
  *
  * Every send the schema allows is accepted, whatever its size: when a push would exceed a
- * provider's limit (the APNs payload, or FCM's data + notification: 4096 bytes each), each
+ * provider's limit (the APNs payload, or FCM's data + notification: 4096 bytes each; (1.5.0)
+ * Web Push's JSON before encryption: 3,993 bytes, so that the encrypted body fits 4,096,
+ * RFC 8291 §4), each
  * platform's push is cut to fit, in this order, each step only when the previous one is not
  * enough: the body is cut to its longest prefix that fits; then the title (the body cut to
  * nothing); then `image_url` is left out of that platform's push, then `action_url` too (after

@@ -44,7 +44,10 @@ export type ValidationError = {
     errors: FieldErrors;
 };
 
-export type Platform = 'ios' | 'android';
+/**
+ * (1.5.0) `web` is a browser's Web Push subscription.
+ */
+export type Platform = 'ios' | 'android' | 'web';
 
 /**
  * The app's notification permission on the device, as last reported.
@@ -92,9 +95,9 @@ export type Installation = {
     installation_id: string;
     platform: Platform;
     /**
-     * `apns_token` for `ios`, `fcm_token` for `android`.
+     * `apns_token` for `ios`, `fcm_token` for `android`, (1.5.0) `web_push_subscription` for `web`.
      */
-    provider_identifier_type: 'apns_token' | 'fcm_token';
+    provider_identifier_type: 'apns_token' | 'fcm_token' | 'web_push_subscription';
     /**
      * `invalid` once a provider rejected the identifier permanently (see
      * `invalid_reason`); registering a new identifier makes it `active` again.
@@ -142,9 +145,36 @@ export type Installation = {
 export type InstallationPut = {
     provider: {
         /**
-         * The push identifier (APNs device token or FCM registration token).
+         * The push identifier (APNs device token or FCM registration token); (1.5.0) for
+         * `web`, the subscription's endpoint URL. Herald POSTs to that URL, so it must be
+         * `https` on the host of a known push service: `fcm.googleapis.com` and
+         * `android.googleapis.com` (Chrome, Edge's Chromium and other Chromium browsers),
+         * `updates.push.services.mozilla.com` and `push.services.mozilla.com` (Firefox),
+         * `web.push.apple.com` (Safari), `*.notify.windows.com` (Windows), or a host the
+         * operator adds (`HERALD_WEBPUSH_HOSTS`), with no user name, password or fragment;
+         * anything else is 422 naming `provider.identifier`. Each address Herald connects
+         * to is checked as a webhook's is: no loopback, private, link-local (cloud metadata)
+         * or other non-public address unless `HERALD_WEBPUSH_ALLOW_PRIVATE` is set.
+         *
          */
         identifier: string;
+        /**
+         * (1.5.0) The subscription's keys (RFC 8291), base64url as the browser gives them:
+         * required for `web`, refused for the other platforms (422 naming `provider.keys`).
+         * `p256dh` must decode to a 65-byte uncompressed P-256 point and `auth` to 16
+         * bytes (422 naming the key).
+         *
+         */
+        keys?: {
+            p256dh: string;
+            auth: string;
+        };
+        /**
+         * (1.5.0) `web` only: when the subscription expires (milliseconds since the epoch),
+         * as the browser gives it; kept. Null or absent: no expiry known.
+         *
+         */
+        expirationTime?: number | null;
     };
     platform: Platform;
     permission?: Permission;
@@ -499,7 +529,7 @@ export type NotificationImageUrl = string | null;
 export type NotificationActionUrl = string | null;
 
 /**
- * Delivery options, mapped onto APNs and FCM.
+ * Delivery options, mapped onto APNs, FCM and (1.5.0) Web Push.
  */
 export type NotificationOptions = {
     /**
@@ -562,11 +592,17 @@ export type NotificationOptions = {
      */
     throttle_per_minute?: number;
     /**
-     * `high` → apns-priority 10 / FCM high; `normal` → 5 / normal.
+     * `high` → apns-priority 10 / FCM high / Web Push `Urgency: high`; `normal` → 5 / normal / `Urgency: normal`.
      */
     priority?: 'normal' | 'high';
     /**
-     * Later pushes with the same id replace earlier ones (apns-collapse-id, android collapse_key).
+     * Later pushes with the same id replace earlier ones (apns-collapse-id, android
+     * collapse_key). (1.5.0) On `web` it is the `Topic` header, which holds at most 32
+     * base64url characters: an id that already is one is sent as it is, any other as the
+     * first 32 characters of the base64url SHA-256 of the id (the same id always gives the
+     * same topic). A topic replaces only a message the push service still holds undelivered;
+     * a notification already shown is replaced by the browser module's `tag`.
+     *
      */
     collapse_id?: string;
     sound?: string;
@@ -591,6 +627,10 @@ export type NotificationOptions = {
          * Merged into the FCM message.
          */
         android?: JsonObject;
+        /**
+         * (1.5.0) Merged into the Web Push payload (the JSON the browser decrypts).
+         */
+        web?: JsonObject;
     };
 };
 
@@ -832,7 +872,8 @@ export type Delivery = {
      */
     locale: string | null;
     /**
-     * How this platform's push was cut to fit the provider's 4096-byte limit; null when it
+     * How this platform's push was cut to fit the provider's 4096-byte limit ((1.5.0) on
+     * `web`, 3,993 bytes of JSON before encryption); null when it
      * is sent whole (and for skipped deliveries). The cut is the same for every delivery
      * of a notification on one platform in one localization (`locale`), and is exactly
      * what the push carried. (1.2.0) A badge brought within range is recorded here too.
@@ -1216,7 +1257,13 @@ export type Ability = 'installations:write' | 'installations:read' | 'installati
  * A platform's provider credentials, as the workers last found them.
  */
 export type ProviderStatus = {
-    provider: 'apns' | 'fcm';
+    provider: 'apns' | 'fcm' | 'webpush';
+    /**
+     * (1.5.0) `webpush` only: the application's VAPID public key (base64url, an uncompressed
+     * P-256 point), the `applicationServerKey` a page subscribes with; null when none is set.
+     *
+     */
+    public_key?: string | null;
     /**
      * `unverified` (1.2.0): set, but no provider has accepted a push made with them yet
      * (`herald credentials check` asks the provider now); `healthy` once one has.
@@ -1247,6 +1294,14 @@ export type Application = {
     name: string;
     created_at: string;
     /**
+     * (1.5.0) The application's VAPID public key (base64url, an uncompressed P-256 point): the
+     * `applicationServerKey` a page passes to `pushManager.subscribe()`. Public by design,
+     * so every token sees it, a browser's included; null until `herald credentials
+     * set-webpush` has set a key pair.
+     *
+     */
+    vapid_public_key: string | null;
+    /**
      * The bearer token of this request.
      */
     token: {
@@ -1273,6 +1328,10 @@ export type Application = {
     credentials?: {
         ios: ProviderStatus;
         android: ProviderStatus;
+        /**
+         * (1.5.0) The VAPID key pair of Web Push, with its public key.
+         */
+        web: ProviderStatus;
     };
 };
 

@@ -1,8 +1,10 @@
-// `herald apps`: create and list applications, and set their send rate limits.
+// `herald apps`: create and list applications, set their send rate limits and the origins whose
+// pages may call them from a browser.
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../../service/config.ts';
-import { createApplication, listApplications } from '../../domain/applications.ts';
+import { createApplication, listApplications, setAllowedOrigins } from '../../domain/applications.ts';
 import { setSendPolicy } from '../../domain/rate-limits.ts';
+
 import type { Logger } from '../../logging/logger.ts';
 import { requireApplication, withDatabase, type CommandIo } from './common.ts';
 
@@ -30,6 +32,22 @@ export function addAppsCommands(program: Command, config: Config, logger: Logger
       for (const application of list) out(`${application.id}  ${application.createdAt.toISOString()}  ${application.name}`);
     });
 
+  apps
+    .command('set')
+    .description("set an application's allowed origins: the sites whose pages may register installations and report events with its app token (CORS)")
+    .requiredOption('--app <id>', 'application id')
+    .requiredOption('--allowed-origins <origins>', "comma-separated origins, e.g. https://shop.example,https://www.shop.example ('' for none)")
+    .action(async (options: { app: string; allowedOrigins: string }) => {
+      const origins = await withDatabase(config, logger, async (em) => {
+        await requireApplication(em, options.app);
+        return setAllowedOrigins(em, options.app, options.allowedOrigins.split(','));
+      });
+      out(
+        origins.length > 0
+          ? `Pages of ${origins.join(', ')} may call application ${options.app} from a browser with its app token.`
+          : `No page may call application ${options.app} from a browser.`,
+      );
+    });
   apps
     .command('limit')
     .description("set an application's send rate limit (sends per window), or --default to use the service's")

@@ -1,5 +1,5 @@
-// `herald credentials`: store an application's APNs and FCM credentials, show them, and rotate the
-// key they are encrypted with.
+// `herald credentials`: store an application's APNs, FCM and Web Push (VAPID) credentials, show
+// them, and rotate the key they are encrypted with.
 import { readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { Option, type Command } from 'commander';
@@ -12,6 +12,7 @@ import {
   rotateCredentialsKey,
   setApnsCredentials,
   setFcmCredentials,
+  setWebPushCredentials,
   type FcmCredentials,
   type Provider,
 } from '../../domain/credentials.ts';
@@ -26,7 +27,7 @@ async function readAll(stdin: Readable): Promise<string> {
 }
 
 export function addCredentialsCommands(program: Command, config: Config, logger: Logger, { out, stdin }: CommandIo): void {
-  const credentials = program.command('credentials').description("manage an application's APNs and FCM credentials");
+  const credentials = program.command('credentials').description("manage an application's APNs, FCM and Web Push credentials");
   const keyFor = () => requireCredentialsKey(config, 'provider credentials');
   credentials
     .command('set-apns')
@@ -68,12 +69,36 @@ export function addCredentialsCommands(program: Command, config: Config, logger:
       out(`Stored FCM credentials for application ${options.app}.`);
     });
   credentials
+    .command('set-webpush')
+    .description("store an application's VAPID key pair for Web Push: a new one, or the pair given")
+    .requiredOption('--app <id>', 'application id')
+    .requiredOption('--subject <subject>', 'mailto: address or https: URL a push service may contact about these pushes')
+    .option('--public-key <key>', 'an existing pair\'s public key (base64url, as `web-push generate-vapid-keys` prints it)')
+    .option('--private-key-file <path>', "a file holding that pair's private key (base64url)")
+    .option('--force', 'replace the application\'s existing pair: every existing web subscription stops working', false)
+    .action(async (options: { app: string; subject: string; publicKey?: string; privateKeyFile?: string; force: boolean }) => {
+      if (Boolean(options.publicKey) !== Boolean(options.privateKeyFile)) {
+        throw new Error('Give both --public-key and --private-key-file to store an existing pair, or neither to generate one.');
+      }
+      const key = keyFor();
+      const keys = options.publicKey ? { publicKey: options.publicKey, privateKey: readFileSync(options.privateKeyFile!, 'utf8').trim() } : undefined;
+      const stored = await withDatabase(config, logger, async (em) => {
+        await requireApplication(em, options.app);
+        return setWebPushCredentials(em, options.app, { subject: options.subject, keys, force: options.force }, key);
+      });
+      out(`Stored the Web Push (VAPID) key pair for application ${options.app}.`);
+      out(`Public key (the applicationServerKey pages subscribe with): ${stored.publicKey}`);
+      if (stored.replaced) {
+        out('The previous pair was replaced: every existing web subscription stops working until its page subscribes again with the new public key.');
+      }
+    });
+  credentials
     .command('show')
     .description("show an application's credentials, without their secrets")
     .requiredOption('--app <id>', 'application id')
     .action(async (options: { app: string }) => {
       const list = await withDatabase(config, logger, (em) => listCredentials(em, options.app));
-      if (list.length === 0) out('No credentials: pushes to both platforms are skipped (no_credentials).');
+      if (list.length === 0) out('No credentials: pushes to every platform are skipped (no_credentials).');
       for (const credential of list) {
         const settings = Object.entries(credential.settings).map(([name, value]) => `${name}=${value}`).join(' ');
         const { status, since, reason } = credentialHealth(credential);

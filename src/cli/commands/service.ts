@@ -97,7 +97,7 @@ async function run(config: Config, logger: Logger, out: Print, options: RunOptio
     ? await startSimulators({ keysDir: path.join(config.dataDir, 'simulator') })
     : null;
   if (simulators) {
-    logger.info({ apns: simulators.endpoints.apns, fcm: simulators.endpoints.fcm }, 'provider simulators running');
+    logger.info({ apns: simulators.endpoints.apns, fcm: simulators.endpoints.fcm, webPush: simulators.webPush.url }, 'provider simulators running');
   }
   let service: Service | null = null;
   try {
@@ -108,6 +108,7 @@ async function run(config: Config, logger: Logger, out: Print, options: RunOptio
       await ensureDemoApplication(service.database.orm.em.fork(), port, out, {
         credentialsKey: service.credentialsKey,
         simulatorKeys: simulators?.keys ?? null,
+        webPush: simulators?.webPush ?? null,
       });
     }
   } catch (error) {

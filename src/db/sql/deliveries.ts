@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import type { components } from '../../generated/api.ts';
 import { arrayLiteral } from '../array-literal.ts';
-import type { Truncation } from '../entities.ts';
+import type { PushKeys, Truncation } from '../entities.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
 import type { NotificationRow } from './notifications.ts';
 import { addToHours } from './statistics.ts';
@@ -176,6 +176,10 @@ export type ClaimedDelivery = {
   /** Null when the installation was deleted since the fanout. */
   installationRowId: string | null;
   providerIdentifier: string | null;
+  /** A web installation's subscription keys; null for the other platforms. */
+  pushKeys?: PushKeys | null;
+  /** When this read the installation (the database's clock): what a Web Push invalidation is dated. */
+  readAt?: Date;
   installationStatus: string | null;
   attempts: number;
   /** The localization to push (insertDeliveries); null: the default content. */
@@ -234,7 +238,8 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
             where id = any(array(select distinct notification_id from batch))) n) as notifications,
         (select coalesce(json_agg(p), '[]') from (
            select d.id as "deliveryId", d.notification_id as "notificationId", d.installation_id as "installationRowId",
-                  i.provider_identifier as "providerIdentifier", i.status as "installationStatus", d.attempts + 1 as attempts, d.locale,
+                  i.provider_identifier as "providerIdentifier", i.push_keys as "pushKeys", statement_timestamp() as "readAt",
+                  i.status as "installationStatus", d.attempts + 1 as attempts, d.locale,
                   d.scheduled_for as "scheduledFor"
              from batch d left join installations i on i.id = d.installation_id
             where d.state = 'pending') p) as pending,
@@ -250,7 +255,11 @@ export async function readBatch(db: Db, job: { applicationId: string; provider: 
 }
 
 /** A claimed delivery's due time as a Date (json_agg writes it as text); a row without one is kept as read. */
-const claimedDelivery = (row: ClaimedDelivery): ClaimedDelivery => (row.scheduledFor ? { ...row, scheduledFor: asDate(row.scheduledFor) } : row);
+const claimedDelivery = (row: ClaimedDelivery): ClaimedDelivery => ({
+  ...row,
+  readAt: row.readAt && asDate(row.readAt),
+  ...(row.scheduledFor ? { scheduledFor: asDate(row.scheduledFor) } : {}),
+});
 
 /**
  * Claims the batch's still-pending deliveries and counts the attempt about to be made before the
@@ -267,7 +276,8 @@ export async function claimPending(db: Db, deliveryIds: string[]): Promise<Claim
         returning id, notification_id, installation_id, attempts, locale, scheduled_for
       )
       select c.id as "deliveryId", c.notification_id as "notificationId", c.installation_id as "installationRowId",
-             i.provider_identifier as "providerIdentifier", i.status as "installationStatus", c.attempts, c.locale,
+             i.provider_identifier as "providerIdentifier", i.push_keys as "pushKeys", statement_timestamp() as "readAt",
+             i.status as "installationStatus", c.attempts, c.locale,
              c.scheduled_for as "scheduledFor"
         from claimed c left join installations i on i.id = c.installation_id`,
   );

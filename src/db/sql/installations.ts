@@ -2,7 +2,7 @@
 import { sql } from 'kysely';
 import type { components } from '../../generated/api.ts';
 import { arrayLiteral } from '../array-literal.ts';
-import type { DeviceDetails, Tags } from '../entities.ts';
+import type { DeviceDetails, PushKeys, Tags } from '../entities.ts';
 import { newId } from '../ids.ts';
 import { type Db, asDate, rows } from './execute.ts';
 import { markTagsChanged } from './tags.ts';
@@ -12,6 +12,8 @@ export type InstallationRow = {
   installationId: string;
   platform: components['schemas']['Platform'];
   providerIdentifier: string;
+  /** A `web` installation's subscription keys; null for the other platforms. */
+  pushKeys: PushKeys | null;
   status: components['schemas']['Installation']['status'];
   permission: components['schemas']['Permission'];
   userId: string | null;
@@ -26,7 +28,7 @@ export type InstallationRow = {
 };
 
 const installationColumns = sql`
-  id, installation_id as "installationId", platform, provider_identifier as "providerIdentifier", status, permission,
+  id, installation_id as "installationId", platform, provider_identifier as "providerIdentifier", push_keys as "pushKeys", status, permission,
   user_id as "userId", device, registered_at as "registeredAt", last_seen_at as "lastSeenAt",
   identifier_updated_at as "identifierUpdatedAt", permission_updated_at as "permissionUpdatedAt",
   invalidated_at as "invalidatedAt", invalid_reason as "invalidReason", tags`;
@@ -42,13 +44,14 @@ const installationRow = (row: InstallationRow): InstallationRow => ({
 
 export type InstallationKey = { applicationId: string; installationId: string };
 /** `tags` undefined: the stored ones are kept (a new installation has none). */
-export type InstallationReplacement = Pick<InstallationRow, 'platform' | 'providerIdentifier' | 'permission' | 'userId' | 'device'> & { tags?: Tags };
+export type InstallationReplacement = Pick<InstallationRow, 'platform' | 'providerIdentifier' | 'permission' | 'userId' | 'device'> & { pushKeys?: PushKeys | null; tags?: Tags };
 
 /**
  * A PUT, in one statement: a full replace of what the client gives that keeps `registered_at`,
  * moves `identifier_updated_at` and `permission_updated_at` only when those values change, and
  * keeps an installation a provider invalidated invalid unless the identifier is new (the app got
- * a fresh token). Concurrent first registrations meet on the unique key: one creates, the others
+ * a fresh token). A web subscription's identifier is its endpoint and its keys together: new keys
+ * on the same endpoint are a new subscription (the expiry alone is not). Concurrent first registrations meet on the unique key: one creates, the others
  * replace. `created`: no row existed (xmax is 0 on a freshly inserted row version). Tags are
  * replaced only when given: an app re-registers at every launch, and its backend set them. A
  * tagged installation, or tags given, marks the application's tag summary changed (db/sql/tags.ts).
@@ -63,6 +66,9 @@ export async function upsertInstallation(
   now: Date,
 ): Promise<{ installation: InstallationRow; created: boolean }> {
   const tags = replacement.tags === undefined ? null : JSON.stringify(replacement.tags);
+  const pushKeys = replacement.pushKeys ? JSON.stringify(replacement.pushKeys) : null;
+  const sameIdentifier = sql`(i.provider_identifier = excluded.provider_identifier
+    and (i.push_keys - 'expirationTime') is not distinct from (excluded.push_keys - 'expirationTime'))`;
   const [row] = await rows(
     db,
     sql<InstallationRow & { created: boolean }>`
@@ -74,22 +80,23 @@ export async function upsertInstallation(
         update installations o set identifier_shared = true from holders h where o.id = h.id and not h.identifier_shared
       ), upserted as (
       insert into installations as i
-        (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
+        (id, application_id, installation_id, platform, provider_identifier, push_keys, status, permission, user_id, device,
          registered_at, last_seen_at, identifier_updated_at, permission_updated_at, invalidated_at, invalid_reason, tags,
          identifier_shared)
       values (${newId()}, ${key.applicationId}, ${key.installationId}, ${replacement.platform}, ${replacement.providerIdentifier},
-              'active', ${replacement.permission}, ${replacement.userId}, ${JSON.stringify(replacement.device)}::jsonb,
+              ${pushKeys}::jsonb, 'active', ${replacement.permission}, ${replacement.userId}, ${JSON.stringify(replacement.device)}::jsonb,
               ${now}, ${now}, ${now}, ${now}, null, null, coalesce(${tags}::jsonb, '{}'), exists (select from holders))
       on conflict (application_id, installation_id) do update set
         identifier_shared = i.identifier_shared or excluded.identifier_shared,
-        platform = excluded.platform, provider_identifier = excluded.provider_identifier, permission = excluded.permission,
+        platform = excluded.platform, provider_identifier = excluded.provider_identifier, push_keys = excluded.push_keys,
+        permission = excluded.permission,
         user_id = excluded.user_id, device = excluded.device, last_seen_at = excluded.last_seen_at,
         tags = coalesce(${tags}::jsonb, i.tags),
-        identifier_updated_at = case when i.provider_identifier = excluded.provider_identifier then i.identifier_updated_at else excluded.identifier_updated_at end,
+        identifier_updated_at = case when ${sameIdentifier} then i.identifier_updated_at else excluded.identifier_updated_at end,
         permission_updated_at = case when i.permission = excluded.permission then i.permission_updated_at else excluded.permission_updated_at end,
-        status = case when i.provider_identifier = excluded.provider_identifier then i.status else 'active' end,
-        invalidated_at = case when i.provider_identifier = excluded.provider_identifier then i.invalidated_at end,
-        invalid_reason = case when i.provider_identifier = excluded.provider_identifier then i.invalid_reason end
+        status = case when ${sameIdentifier} then i.status else 'active' end,
+        invalidated_at = case when ${sameIdentifier} then i.invalidated_at end,
+        invalid_reason = case when ${sameIdentifier} then i.invalid_reason end
       returning i.*, (xmax = 0) as created
       ), marked as (
         -- Untagged before and after (tags are kept unless given): the summary cannot have changed.

@@ -1,5 +1,6 @@
 // API tokens, and an application as one of its tokens sees it.
 import { sql } from 'kysely';
+import { arrayLiteral } from '../array-literal.ts';
 import { type Db, asDate, rows, run } from './execute.ts';
 
 export type TokenRow = {
@@ -11,6 +12,8 @@ export type TokenRow = {
   lastUsedAt: Date | null;
   sendQuota: number | null;
   sendWindowSeconds: number | null;
+  /** The origins whose pages may call the app-token operations (CORS). */
+  allowedOrigins: string[];
 };
 
 /** A token by its public id, with what a request needs of its application (the send policy). */
@@ -20,7 +23,7 @@ export async function findToken(db: Db, publicId: string): Promise<TokenRow | un
     sql<TokenRow>`
       select t.id as "tokenId", t.application_id as "applicationId", t.secret_hash as "secretHash", t.abilities,
              t.revoked_at as "revokedAt", t.last_used_at as "lastUsedAt",
-             a.send_quota as "sendQuota", a.send_window_seconds as "sendWindowSeconds"
+             a.send_quota as "sendQuota", a.send_window_seconds as "sendWindowSeconds", a.allowed_origins as "allowedOrigins"
         from api_tokens t join applications a on a.id = t.application_id
        where t.public_id = ${publicId}`,
   );
@@ -28,7 +31,9 @@ export async function findToken(db: Db, publicId: string): Promise<TokenRow | un
 }
 
 export type CredentialHealthRow = {
-  provider: 'apns' | 'fcm';
+  provider: 'apns' | 'fcm' | 'webpush';
+  /** The VAPID public key of `webpush` credentials; null for the others. */
+  publicKey: string | null;
   updatedAt: Date;
   unhealthySince: Date | null;
   lastError: string | null;
@@ -59,7 +64,7 @@ export async function findApplicationOverview(db: Db, applicationId: string, tok
       select a.id, a.name, a.created_at as "createdAt", a.send_quota as "sendQuota", a.send_window_seconds as "sendWindowSeconds",
              t.name as "tokenName", t.abilities,
              coalesce((select json_agg(json_build_object(
-                                'provider', c.provider, 'updatedAt', c.updated_at, 'unhealthySince', c.unhealthy_since,
+                                'provider', c.provider, 'publicKey', c.settings->>'publicKey', 'updatedAt', c.updated_at, 'unhealthySince', c.unhealthy_since,
                                 'lastError', c.last_error, 'unreachableSince', c.unreachable_since, 'verifiedAt', c.verified_at))
                          from provider_credentials c where c.application_id = a.id), '[]'::json) as credentials
         from applications a join api_tokens t on t.application_id = a.id
@@ -69,6 +74,7 @@ export async function findApplicationOverview(db: Db, applicationId: string, tok
   // json_build_object gives timestamps as text.
   const credentials = found.credentials.map((c) => ({
     provider: c.provider as CredentialHealthRow['provider'],
+    publicKey: c.publicKey,
     updatedAt: new Date(c.updatedAt!),
     unhealthySince: c.unhealthySince === null ? null : new Date(c.unhealthySince),
     lastError: c.lastError,
@@ -76,6 +82,18 @@ export async function findApplicationOverview(db: Db, applicationId: string, tok
     verifiedAt: c.verifiedAt === null ? null : new Date(c.verifiedAt),
   }));
   return { ...found, createdAt: asDate(found.createdAt), credentials };
+}
+
+/** Whether any application lets pages of this origin call it (a CORS preflight names no application). */
+export async function originAllowedByAny(db: Db, origin: string): Promise<boolean> {
+  const [found] = await rows(db, sql<{ allowed: boolean }>`select exists (select 1 from applications where ${origin} = any(allowed_origins)) as allowed`);
+  return found.allowed;
+}
+
+/** Replaces an application's allowed origins; false when there is no such application. */
+export async function writeAllowedOrigins(db: Db, applicationId: string, origins: string[]): Promise<boolean> {
+  const updated = await rows(db, sql<{ id: string }>`update applications set allowed_origins = ${arrayLiteral(origins)}::text[] where id = ${applicationId} returning id`);
+  return updated.length > 0;
 }
 
 /**

@@ -8,10 +8,11 @@ import {
   registerInstallation,
   updateInstallation,
 } from '../../domain/installations.ts';
+import type { EndpointRules } from '../../domain/web-push.ts';
 import { principalOf } from '../auth.ts';
 import { pageParameters } from '../page.ts';
 
-export function installationsRouter(orm: Orm): Router {
+export function installationsRouter(orm: Orm, endpointRules: EndpointRules): Router {
   const router = Router();
   const path = '/api/v1/installations/:installationId';
 
@@ -24,7 +25,7 @@ export function installationsRouter(orm: Orm): Router {
   });
 
   router.put(path, async (req, res) => {
-    const { installation, created } = await registerInstallation(orm.em, principalOf(req), req.params.installationId, req.body);
+    const { installation, created } = await registerInstallation(orm.em, principalOf(req), req.params.installationId, req.body, endpointRules);
     res.status(created ? 201 : 200).json({ data: installationView(installation) });
   });
 

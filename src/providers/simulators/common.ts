@@ -39,6 +39,8 @@ export type SimulatorCounters = {
   sessions: number;
   /** HTTP/2 connections open now. */
   openSessions: number;
+  /** TLS connections accepted, HTTP/2 or HTTP/1.1 (Web Push clients keep HTTP/1.1 connections alive). */
+  connections: number;
   /** Requests answered but not kept in `received` (recording off, or past `recordLimit`). */
   unrecorded: number;
   /** Most requests being handled at once: how hard clients push on their connections. */

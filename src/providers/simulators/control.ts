@@ -19,7 +19,7 @@ export function createRecording<Received>(options: SimulatorOptions): Recording<
   return {
     state: { rules: [...(options.rules ?? [])], latency: options.latency },
     received: [],
-    counters: { requests: 0, byStatus: {}, sessions: 0, openSessions: 0, unrecorded: 0, maxInFlight: 0 },
+    counters: { requests: 0, byStatus: {}, sessions: 0, openSessions: 0, connections: 0, unrecorded: 0, maxInFlight: 0 },
     inFlight: 0,
     keep: options.record !== false,
     limit: options.recordLimit ?? 100_000,

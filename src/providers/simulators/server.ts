@@ -87,6 +87,9 @@ export async function startProviderServer<Received>(
     session.on('error', () => undefined);
   });
   const sockets = trackSockets(server);
+  server.on('secureConnection', () => {
+    recording.counters.connections += 1;
+  });
   const resetSessions = () => {
     const unanswered = recording.inFlight;
     for (const session of sessions) session.destroy();
