@@ -136,7 +136,7 @@ test('composes a filtered notification, counts its audience, confirms, and sends
   await page.getByLabel('Body').first().fill('Until Sunday.');
   await page.getByLabel('Data (a JSON object)').fill('{"campaign": "pro-sale"}');
   await page.getByLabel('Priority').selectOption('high');
-  await checkViewAtWidths(browser, page, 'compose', () => size.filter({ hasText: 'Reaches 2' }).waitFor());
+  await checkViewAtWidths(browser, page, 'compose', () => size.filter({ hasText: 'Reaches 2' }).waitFor(), { show: page.getByRole('heading', { name: 'New notification' }) });
 
   await page.getByRole('button', { name: 'Review and send…' }).click();
   const confirm = page.getByRole('region', { name: 'Send to 2 installations?' });
@@ -281,7 +281,7 @@ test('a running broadcast at local time: its progress, read less often while it 
     // Sent in the minute it names: Tokyo (UTC+9) reaches that time 15 hours later.
     const due = new Date(Date.parse((await app.notification(toUsers)).created_at) + 15 * 3_600_000);
     due.setUTCMinutes(0, 0, 0);
-    const tokyoHour = await page.evaluate((iso) => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' }).format(new Date(iso)), due.toISOString());
+    const tokyoHour = await page.evaluate((iso) => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' }).format(new Date(iso)), due.toISOString());
     await waitFor(() => dueRows.allInnerTexts(), (rows) => rows.length === 1 && rows[0] === `${tokyoHour}\t2`, 20_000);
     await progress.locator('.push-summary').filter({ hasText: /2 accepted[\s\S]*2 still to push/ }).waitFor();
     await checkViewAtWidths(browser, page, 'notification-due-hours', () => dueRows.first().waitFor(), { show: progress });
@@ -335,7 +335,11 @@ test('every other view at both widths: the list with when each is due and its ta
   // The charts are drawn at the box's width: a canvas no wider than the window.
   for (const size of [390, 1280]) {
     await page.setViewportSize({ width: size, height: 800 });
-    const widths = await charts.locator('canvas').evaluateAll((canvases) => canvases.map((canvas) => canvas.getBoundingClientRect().width));
-    expect(widths.every((width) => width > 200 && width <= size)).toBe(true);
+    // Redrawn when the box is resized (a ResizeObserver: after the next layout).
+    await waitFor(
+      () => charts.locator('canvas').evaluateAll((canvases) => canvases.map((canvas) => canvas.getBoundingClientRect().width)),
+      (widths) => widths.length === 3 && widths.every((width) => width > 200 && width <= size),
+      5000,
+    );
   }
 });

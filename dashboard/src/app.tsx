@@ -89,7 +89,7 @@ function SignIn({ message, onSubmit }: { message: string | null; onSubmit(token:
   return (
     <main class="sign-in">
       <h1>Herald</h1>
-      <p class="lead">Sign in with an API token to see notifications, deliveries, users and credentials.</p>
+      <p class="lead">Sign in with an API token to see and send notifications, and to see deliveries, users and credentials.</p>
       {message && (
         <p class="notice" role="alert">
           {message}
@@ -120,8 +120,9 @@ function SignIn({ message, onSubmit }: { message: string | null; onSubmit(token:
         </button>
       </form>
       <p class="hint">
-        Create one with <code>herald tokens create --app &lt;id&gt; --name dashboard --abilities notifications:read,installations:list</code>.
-        The token stays in this tab's session storage and is forgotten when you sign out or close the tab.
+        Create one with <code>herald tokens create --app &lt;id&gt; --name dashboard --abilities notifications:read,installations:list</code>{' '}
+        (add <code>notifications:send</code>, <code>notifications:broadcast</code> and <code>segments:write</code> to send campaigns and save
+        segments). The token stays in this tab's session storage and is forgotten when you sign out or close the tab.
       </p>
     </main>
   );

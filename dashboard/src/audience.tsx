@@ -38,6 +38,7 @@ export function useAudienceSize(target: { audience: Audience } | { segment: stri
 
 export function SizeLine({ size, empty }: { size: Size; empty: string }) {
   return (
+    // Kept at the bottom of the window while the filter above it is edited: the size stays in view.
     <p class="size" aria-live="polite" data-testid="audience-size">
       {size.error ? (
         <span class="field-error">Cannot count it: {size.error.message}</span>
@@ -149,7 +150,9 @@ export function AudienceEditor({
               <button type="button" class="secondary" onClick={() => set({ tags: [...draft.tags, { key: keys[0]?.key ?? '', op: 'eq', value: '' }] })}>
                 Add a tag condition
               </button>
-              {tags.data && <span class="hint">{keys.length ? `${keys.length} tag keys in use` : 'No installation has tags yet.'}</span>}
+              {tags.data && (
+                <span class="hint">{keys.length ? `${formatNumber(keys.length)} tag ${keys.length === 1 ? 'key' : 'keys'} in use` : 'No installation has tags yet.'}</span>
+              )}
             </div>
             <FieldError errors={errors} field={`${prefix}.tags`} exact />
           </fieldset>

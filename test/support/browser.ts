@@ -97,7 +97,7 @@ export const touchTargetPx = 44;
  * Shows the page at each of `viewWidths` and, at each, waits for `ready`, then fails when the page
  * scrolls sideways, when a control of a phone's width is shorter than `touchTargetPx`, or when the
  * page logged a console error (one allowed by `allowedErrors` aside); and saves the viewport as
- * reports/screenshots/<name>-<width>.png. `show` is scrolled into view before the picture, if given.
+ * reports/screenshots/views/<name>-<width>.png (docs/screenshots/ holds a copy). `show` is scrolled into view before the picture, if given.
  */
 export async function checkViewAtWidths(
   browser: HeadlessBrowser,
@@ -109,7 +109,7 @@ export async function checkViewAtWidths(
   for (const size of viewWidths) {
     await page.setViewportSize(size);
     await ready();
-    await options.show?.scrollIntoViewIfNeeded();
+    await options.show?.evaluate((element) => element.scrollIntoView({ block: 'start' }));
     const sideways = await page.evaluate(() => {
       const root = document.scrollingElement!;
       return root.scrollWidth > root.clientWidth ? `${root.scrollWidth} px wide in a ${root.clientWidth} px window` : null;
@@ -126,7 +126,8 @@ export async function checkViewAtWidths(
     }
     const errors = browser.errors.filter((line) => !options.allowedErrors?.test(line));
     expect({ view: name, width: size.width, errors }).toEqual({ view: name, width: size.width, errors: [] });
-    mkdirSync(screenshotsDir, { recursive: true });
-    await page.screenshot({ path: new URL(`${name}-${size.width}.png`, screenshotsDir).pathname });
+    const views = new URL('views/', screenshotsDir);
+    mkdirSync(views, { recursive: true });
+    await page.screenshot({ path: new URL(`${name}-${size.width}.png`, views).pathname });
   }
 }

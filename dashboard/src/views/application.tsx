@@ -1,5 +1,5 @@
 // The token's application: whether pushes can go out (each platform's credentials as the workers
-// last found them), how many sends it may make, its traffic charted, and its webhooks.
+// last found them), its traffic charted, how many sends it may make, and its webhooks.
 import type { ProviderStatus } from '../api.ts';
 import { Badge, ErrorNote } from '../components.tsx';
 import { useLoad, useSession } from '../context.ts';
@@ -46,6 +46,13 @@ export function ApplicationView() {
           </dd>
         </div>
       </dl>
+      <section aria-labelledby="charts-heading">
+        <h2 id="charts-heading">Traffic</h2>
+        <div class="charts">
+          <HourlyCharts />
+          <OpenRateChart />
+        </div>
+      </section>
       <h2>Send quota</h2>
       {app.send_policy ? (
         <p class="quota">
@@ -57,13 +64,6 @@ export function ApplicationView() {
       )}
       <h2>Credentials</h2>
       {app.credentials ? <CredentialsTable app={app} credentials={app.credentials} /> : <p class="detail">Shown to a token with notifications:send or notifications:read.</p>}
-      <section aria-labelledby="charts-heading">
-        <h2 id="charts-heading">Traffic</h2>
-        <div class="charts">
-          <HourlyCharts />
-          <OpenRateChart />
-        </div>
-      </section>
       <WebhooksSection />
     </section>
   );

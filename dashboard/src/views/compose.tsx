@@ -10,7 +10,7 @@ import { AudienceEditor, SizeLine, useAudienceSize } from '../audience.tsx';
 import { buildSend, contentOf, idempotencyKeys, type MessageDraft, type RecipientKind } from '../compose.ts';
 import { ErrorNote, FieldError, fieldErrorsOf, ReadOnlyNote, type FieldErrorsOf } from '../components.tsx';
 import { can, useLoad, useSession } from '../context.ts';
-import { formatNumber } from '../format.ts';
+import { describeAudience, formatNumber } from '../format.ts';
 import { href } from '../route.ts';
 import { ContentFields, OptionsFields } from './compose-fields.tsx';
 
@@ -193,7 +193,15 @@ function Confirm({ send, onBack, onRefused }: { send: NotificationSend; onBack()
   return (
     <div class="confirm" role="region" aria-labelledby="confirm-heading">
       <h2 id="confirm-heading">{question}</h2>
-      {size.count && <p>{formatNumber(size.count.users)} users, counted just now.</p>}
+      <p>
+        To{' '}
+        {recipients.audience
+          ? describeAudience(recipients.audience)
+          : recipients.segment
+            ? `the segment ${recipients.segment}`
+            : `the installations of ${(recipients.user_ids ?? []).slice(0, 5).join(', ')}${(recipients.user_ids ?? []).length > 5 ? ', …' : ''}`}
+        {size.count && `: ${formatNumber(size.count.users)} users, counted just now`}.
+      </p>
       {size.error && <ErrorNote error={size.error} />}
       <p>
         “{send.notification.title ?? send.notification.body ?? 'Data only'}”

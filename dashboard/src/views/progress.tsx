@@ -5,7 +5,7 @@ import type { ComponentChildren } from 'preact';
 import type { Notification } from '../api.ts';
 import { ErrorNote } from '../components.tsx';
 import { useLoad, useReloadOn } from '../context.ts';
-import { formatDate, formatNumber } from '../format.ts';
+import { formatHour, formatNumber } from '../format.ts';
 import { dueByHour, hasEnded, progressOf } from '../progress.ts';
 
 function Bar({ label, percent, children }: { label: string; percent: number; children: ComponentChildren }) {
@@ -53,7 +53,9 @@ export function ProgressSection({ notification }: { notification: Notification }
         <li style={{ '--swatch': 'var(--bad)' }}>{formatNumber(pushes.failed)} failed</li>
         <li style={{ '--swatch': '#8892a6' }}>{formatNumber(pushes.skipped)} skipped</li>
         <li>{formatNumber(pushes.pending)} still to push</li>
-        <li class="hint">of {formatNumber(pushes.installations)} installations walked</li>
+        <li class="hint">
+          of {formatNumber(pushes.installations)} installations{notification.audience ? ' walked so far' : ''}
+        </li>
       </ul>
       {typeof notification.options.local_time === 'string' && <DueHours notification={notification} />}
     </section>
@@ -98,7 +100,7 @@ function DueHours({ notification }: { notification: Notification }) {
             <tbody>
               {hours.map((row) => (
                 <tr key={row.hour ?? 'now'}>
-                  <td>{row.hour ? formatDate(row.hour) : 'now (its time has come)'}</td>
+                  <td>{row.hour ? formatHour(row.hour) : 'now (its time has come)'}</td>
                   <td class="num">
                     {more ? 'at least ' : ''}
                     {formatNumber(row.pushes)}
