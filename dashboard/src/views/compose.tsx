@@ -46,6 +46,9 @@ export function ComposeView() {
   const [errors, setErrors] = useState<FieldErrorsOf>({});
   const [failure, setFailure] = useState<Error | null>(null);
   const [confirming, setConfirming] = useState<NotificationSend | null>(null);
+  // Kept for the page's life, not the confirmation's: a send whose answer was lost, confirmed again
+  // unchanged, carries the same key and returns the first notification instead of a second.
+  const keyFor = useMemo(() => idempotencyKeys(), []);
   const set = (change: Partial<MessageDraft>) => setDraft({ ...draft, ...change });
   const broadcast = draft.kind !== 'users';
   const missing = [
@@ -75,7 +78,7 @@ export function ComposeView() {
         </p>
       )}
       {confirming ? (
-        <Confirm send={confirming} onBack={() => setConfirming(null)} onRefused={refused} />
+        <Confirm send={confirming} keyFor={keyFor} onBack={() => setConfirming(null)} onRefused={refused} />
       ) : (
         <form class="form-grid" aria-label="Compose" onSubmit={review} noValidate>
           <fieldset class="field">
@@ -162,9 +165,18 @@ function Recipients({ draft, set, errors }: { draft: MessageDraft; set(change: P
 }
 
 /** "Send to 812,344 installations?": the audience counted again as the send is confirmed. */
-function Confirm({ send, onBack, onRefused }: { send: NotificationSend; onBack(): void; onRefused(error: Error): void }) {
+function Confirm({
+  send,
+  keyFor,
+  onBack,
+  onRefused,
+}: {
+  send: NotificationSend;
+  keyFor(send: NotificationSend): string;
+  onBack(): void;
+  onRefused(error: Error): void;
+}) {
   const { run } = useSession();
-  const keyFor = useMemo(() => idempotencyKeys(), []);
   const sending = useRef(false);
   const [busy, setBusy] = useState(false);
   const { recipients } = send;
