@@ -29,7 +29,7 @@ import { startHarness } from './support/harness.ts';
 import { startReceiver, waitFor } from './support/receiver.ts';
 import { startTcpProxy } from './support/tcp-proxy.ts';
 
-// Browser steps wait for the page's polls (every 3 s).
+// Browser steps wait for the page's reads (a running notification's, with back-off).
 jest.setTimeout(90_000);
 
 let pipeline: Pipeline;
@@ -161,11 +161,16 @@ describe('an operator with a server token', () => {
 
     const accepted = (await app.deliveries(notificationId)).filter((d) => d.state === 'accepted');
     for (const delivery of accepted) await report(app, delivery, 'received');
-    await eventually(() => funnelIs(page, { Received: 3, Displayed: 0, Opened: 0 }), 'received events in the funnel');
+    // The notification has ended, so the page no longer reads it by itself: Refresh does.
+    const refreshed = async (expected: Record<string, number>) => {
+      await page.getByRole('button', { name: 'Refresh' }).click();
+      return funnelIs(page, expected);
+    };
+    await eventually(() => refreshed({ Received: 3, Displayed: 0, Opened: 0 }), 'received events in the funnel');
     await screenshot(page, 'dashboard-04-funnel-received');
     for (const delivery of accepted.slice(0, 2)) await report(app, delivery, 'displayed');
     await report(app, accepted[0], 'opened');
-    await eventually(() => funnelIs(page, { Received: 3, Displayed: 2, Opened: 1 }), 'opened events in the funnel');
+    await eventually(() => refreshed({ Received: 3, Displayed: 2, Opened: 1 }), 'opened events in the funnel');
     await screenshot(page, 'dashboard-05-funnel-opened');
     await screenshot(page.locator('.funnel-section'), 'dashboard-funnel');
 
@@ -310,7 +315,7 @@ test("the application's segments with their sizes, and a notification's audience
 
   const page = await browser.newPage();
   await signIn(page, app.server);
-  await page.getByRole('link', { name: 'Application' }).click();
+  await page.getByRole('link', { name: 'Segments' }).click();
   const rows = page.locator('section[aria-labelledby="segments-heading"] tbody tr');
   await eventually(async () => (await rows.count()) === 2 && !(await rows.allInnerTexts()).some((text) => text.includes('…')), 'the segments and their sizes');
   const [everyone, pro] = await rows.allInnerTexts();
@@ -578,6 +583,8 @@ test("a user's deliveries of every notification, however many were sent since, a
   await eventually(async () => (await rows.count()) === 25, "dan's deliveries at 390 px");
   expect(await fitsWindow(page)).toBe(true);
   await screenshot(page, 'dashboard-21-user-deliveries-390');
+  // At this width the sections are behind the menu.
+  await page.getByRole('button', { name: 'Menu' }).click();
   await page.getByRole('link', { name: 'Notifications', exact: true }).click();
   await page.getByRole('link', { name: 'Daily digest 24' }).waitFor();
   expect(await fitsWindow(page)).toBe(true);

@@ -5,8 +5,10 @@ import { SessionContext, type Session } from './context.ts';
 import { href, useRoute, type Route } from './route.ts';
 import { forgetToken, storedToken, storeToken } from './session.ts';
 import { ApplicationView } from './views/application.tsx';
+import { ComposeView } from './views/compose.tsx';
 import { NotificationView } from './views/notification.tsx';
 import { NotificationsView } from './views/notifications.tsx';
+import { SegmentsView } from './views/segments.tsx';
 import { UsersView } from './views/users.tsx';
 
 const refusedMessage = 'Herald refused this token: it is wrong, or it has been revoked. Sign in with a valid token.';
@@ -87,7 +89,7 @@ function SignIn({ message, onSubmit }: { message: string | null; onSubmit(token:
   return (
     <main class="sign-in">
       <h1>Herald</h1>
-      <p class="lead">Sign in with an API token to see notifications, deliveries, users and credentials.</p>
+      <p class="lead">Sign in with an API token to see and send notifications, and to see deliveries, users and credentials.</p>
       {message && (
         <p class="notice" role="alert">
           {message}
@@ -118,8 +120,9 @@ function SignIn({ message, onSubmit }: { message: string | null; onSubmit(token:
         </button>
       </form>
       <p class="hint">
-        Create one with <code>herald tokens create --app &lt;id&gt; --name dashboard --abilities notifications:read,installations:list</code>.
-        The token stays in this tab's session storage and is forgotten when you sign out or close the tab.
+        Create one with <code>herald tokens create --app &lt;id&gt; --name dashboard --abilities notifications:read,installations:list</code>{' '}
+        (add <code>notifications:send</code>, <code>notifications:broadcast</code> and <code>segments:write</code> to send campaigns and save
+        segments). The token stays in this tab's session storage and is forgotten when you sign out or close the tab.
       </p>
     </main>
   );
@@ -127,35 +130,45 @@ function SignIn({ message, onSubmit }: { message: string | null; onSubmit(token:
 
 const sections: { route: Route; label: string; matches: Route['view'][] }[] = [
   { route: { view: 'notifications' }, label: 'Notifications', matches: ['notifications', 'notification'] },
+  { route: { view: 'compose' }, label: 'New notification', matches: ['compose'] },
+  { route: { view: 'segments' }, label: 'Segments', matches: ['segments'] },
   { route: { view: 'users', userId: null }, label: 'Users', matches: ['users'] },
   { route: { view: 'application' }, label: 'Application', matches: ['application'] },
 ];
 
 function Shell({ app, outage, onSignOut }: { app: Application; outage: string | null; onSignOut(): void }) {
   const route = useRoute();
+  // On a phone the sections, the token and Sign out fold behind one button; a new view folds them again.
+  const [menuOpen, setMenuOpen] = useState(false);
+  useEffect(() => setMenuOpen(false), [route]);
   return (
     <>
       <header class="top">
         <a class="brand" href={href({ view: 'notifications' })}>
           Herald
         </a>
-        <nav aria-label="Sections">
-          <ul>
-            {sections.map((section) => (
-              <li key={section.label}>
-                <a href={href(section.route)} aria-current={section.matches.includes(route.view) ? 'page' : undefined}>
-                  {section.label}
-                </a>
-              </li>
-            ))}
-          </ul>
-        </nav>
-        <span class="who" title={`Application ${app.id}`}>
-          {app.name} · token “{app.token.name}”
-        </span>
-        <button type="button" class="secondary" onClick={onSignOut}>
-          Sign out
+        <button type="button" class="menu-toggle secondary" aria-expanded={menuOpen} aria-controls="top-menu" onClick={() => setMenuOpen(!menuOpen)}>
+          Menu
         </button>
+        <div id="top-menu" class={`top-menu${menuOpen ? ' open' : ''}`}>
+          <nav aria-label="Sections">
+            <ul>
+              {sections.map((section) => (
+                <li key={section.label}>
+                  <a href={href(section.route)} aria-current={section.matches.includes(route.view) ? 'page' : undefined}>
+                    {section.label}
+                  </a>
+                </li>
+              ))}
+            </ul>
+          </nav>
+          <span class="who" title={`Application ${app.id}`}>
+            {app.name} · token “{app.token.name}”
+          </span>
+          <button type="button" class="secondary" onClick={onSignOut}>
+            Sign out
+          </button>
+        </div>
       </header>
       {outage && (
         <div class="banner" role="alert">
@@ -165,6 +178,8 @@ function Shell({ app, outage, onSignOut }: { app: Application; outage: string | 
       <main>
         {route.view === 'notifications' && <NotificationsView />}
         {route.view === 'notification' && <NotificationView id={route.id} />}
+        {route.view === 'compose' && <ComposeView />}
+        {route.view === 'segments' && <SegmentsView />}
         {route.view === 'users' && <UsersView key={route.userId ?? ''} userId={route.userId} />}
         {route.view === 'application' && <ApplicationView />}
       </main>

@@ -65,3 +65,31 @@ export const previousPage = (pages: Pages): Pages => ({ ...pages, page: Math.max
 export function Json({ value }: { value: unknown }) {
   return <pre class="json">{JSON.stringify(value, null, 2)}</pre>;
 }
+
+/** A validation failure's messages by field (`notification.title`, `recipients.audience.tags.0.value`); empty for any other answer. */
+export type FieldErrorsOf = Record<string, string[]>;
+export const fieldErrorsOf = (error: unknown): FieldErrorsOf => (error instanceof HeraldError && error.errors ? error.errors : {});
+
+/** The API's messages for one field (and, unless `exact`, for the fields inside it), shown beside it. */
+export function FieldError({ errors, field, exact }: { errors: FieldErrorsOf; field: string; exact?: boolean }) {
+  const messages = Object.entries(errors)
+    .filter(([key]) => key === field || (!exact && key.startsWith(`${field}.`)))
+    .flatMap(([, list]) => list);
+  if (messages.length === 0) return null;
+  return (
+    <p class="field-error" role="alert" data-field={field}>
+      {messages.join(' ')}
+    </p>
+  );
+}
+
+/** Why a form cannot be used with this token: the abilities it lacks, named. */
+export function ReadOnlyNote({ missing, doing }: { missing: string[]; doing: string }) {
+  if (missing.length === 0) return null;
+  return (
+    <p class="notice read-only" role="note">
+      Read-only: this token lacks the {missing.join(' and ')} {missing.length > 1 ? 'abilities' : 'ability'} {doing}. Sign in with a token that
+      has {missing.length > 1 ? 'them' : 'it'} to change anything here.
+    </p>
+  );
+}

@@ -64,3 +64,58 @@ export function useLoad<T>(load: (herald: Herald) => Promise<T>, key: string, po
 
   return { data: state.key === key ? state.data : null, error: state.key === key ? state.error : null, loading: state.loading, reload };
 }
+
+/** Whether the signed-in token holds an ability (`*` holds them all). */
+export const can = (app: Application, ability: string): boolean => app.token.abilities.some((held) => held === '*' || held === ability);
+
+/**
+ * Loads with `run` when `key` changes, then again after `nextDelay(data)` ms while it returns a
+ * number: a view that follows something running reads it often while it changes and less and less
+ * while it does not, and stops once it has ended (null). A failed read is tried again at the last delay.
+ */
+export function useFollow<T>(
+  load: (herald: Herald) => Promise<T>,
+  key: string,
+  nextDelay: (data: T, changed: boolean, lastDelay: number | null) => number | null,
+): Load<T> & { nextMs: number | null | undefined } {
+  const loaded = useLoad(load, key);
+  // Undefined until the first answer says whether to go on.
+  const [delay, setDelay] = useState<number | null | undefined>(undefined);
+  const previous = useRef<{ key: string; json: string } | null>(null);
+  const delayRef = useRef(nextDelay);
+  delayRef.current = nextDelay;
+  const { data, error, loading, reload } = loaded;
+  useEffect(() => {
+    if (loading) return;
+    if (data === null) {
+      if (error) setDelay((last) => last ?? 5000);
+      return;
+    }
+    const json = JSON.stringify(data);
+    const changed = previous.current?.key !== key || previous.current.json !== json;
+    previous.current = { key, json };
+    setDelay((last) => delayRef.current(data, changed, changed ? null : (last ?? null)));
+  }, [data, error, loading, key]);
+  useEffect(() => {
+    if (loading || delay === null || delay === undefined) return undefined;
+    let timer = 0;
+    // A hidden tab is not read: the next read waits until it is shown again.
+    const tick = () => {
+      if (document.hidden) timer = window.setTimeout(tick, 1000);
+      else reload();
+    };
+    timer = window.setTimeout(tick, delay);
+    return () => window.clearTimeout(timer);
+  }, [delay, loading, reload]);
+  return { ...loaded, nextMs: delay };
+}
+
+/** Calls `reload` each time `version` changes after the first render: a list read again when what it lists has moved. */
+export function useReloadOn(version: string, reload: () => void): void {
+  const seen = useRef(version);
+  useEffect(() => {
+    if (seen.current === version) return;
+    seen.current = version;
+    reload();
+  }, [version, reload]);
+}

@@ -2,11 +2,14 @@ import type { Audience } from './api.ts';
 
 const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 const time = new Intl.DateTimeFormat(undefined, { timeStyle: 'medium' });
+const hour = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 const number = new Intl.NumberFormat();
 
 export const formatDate = (iso: string | null | undefined): string => (iso ? dateTime.format(new Date(iso)) : '—');
 /** The time of day alone, for a table of events minutes apart (the full date is its title). */
 export const formatTime = (iso: string | null | undefined): string => (iso ? time.format(new Date(iso)) : '—');
+/** The start of an hour, to the minute: "Dec 4, 2026, 1:00 PM". */
+export const formatHour = (iso: string): string => hour.format(new Date(iso));
 export const formatNumber = (value: number): string => number.format(value);
 export const percent = (part: number, whole: number): string => (whole > 0 ? `${Math.round((part / whole) * 100)} %` : '—');
 

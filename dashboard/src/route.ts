@@ -5,13 +5,17 @@ import { useEffect, useState } from 'preact/hooks';
 export type Route =
   | { view: 'notifications' }
   | { view: 'notification'; id: string }
+  | { view: 'compose' }
+  | { view: 'segments' }
   | { view: 'users'; userId: string | null }
   | { view: 'application' };
 
 export function parseRoute(hash: string): Route {
   const [, view, param] = hash.replace(/^#/, '').split('/');
   const decoded = param ? decodeURIComponent(param) : null;
+  if (view === 'notifications' && decoded === 'new') return { view: 'compose' };
   if (view === 'notifications' && decoded) return { view: 'notification', id: decoded };
+  if (view === 'segments') return { view: 'segments' };
   if (view === 'users') return { view: 'users', userId: decoded };
   if (view === 'application') return { view: 'application' };
   return { view: 'notifications' };
@@ -23,6 +27,10 @@ export function href(route: Route): string {
       return '#/notifications';
     case 'notification':
       return `#/notifications/${encodeURIComponent(route.id)}`;
+    case 'compose':
+      return '#/notifications/new';
+    case 'segments':
+      return '#/segments';
     case 'users':
       return route.userId ? `#/users/${encodeURIComponent(route.userId)}` : '#/users';
     case 'application':

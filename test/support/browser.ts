@@ -88,3 +88,50 @@ export async function screenshot(target: Page | Locator, name: string): Promise<
   await ('goto' in target ? target.screenshot({ path: file, fullPage: true }) : target.screenshot({ path: file }));
   return file;
 }
+
+/** The widths every view must work at: a phone's and a laptop's. */
+export const viewWidths = [
+  { width: 390, height: 844 },
+  { width: 1280, height: 800 },
+] as const;
+/** The least height of a control a finger must hit, at a phone's width. */
+export const touchTargetPx = 44;
+
+/**
+ * Shows the page at each of `viewWidths` and, at each, waits for `ready`, then fails when the page
+ * scrolls sideways, when a control of a phone's width is shorter than `touchTargetPx`, or when the
+ * page logged a console error (one allowed by `allowedErrors` aside); and saves the viewport as
+ * reports/screenshots/views/<name>-<width>.png (docs/screenshots/ holds a copy). `show` is scrolled into view before the picture, if given.
+ */
+export async function checkViewAtWidths(
+  browser: HeadlessBrowser,
+  page: Page,
+  name: string,
+  ready: () => Promise<unknown>,
+  options: { show?: Locator; allowedErrors?: RegExp } = {},
+): Promise<void> {
+  for (const size of viewWidths) {
+    await page.setViewportSize(size);
+    await ready();
+    await options.show?.evaluate((element) => element.scrollIntoView({ block: 'start' }));
+    const sideways = await page.evaluate(() => {
+      const root = document.scrollingElement!;
+      return root.scrollWidth > root.clientWidth ? `${root.scrollWidth} px wide in a ${root.clientWidth} px window` : null;
+    });
+    expect({ view: name, width: size.width, sideways }).toEqual({ view: name, width: size.width, sideways: null });
+    if (size.width < 640) {
+      const small = await page.evaluate((least) => {
+        const controls = document.querySelectorAll<HTMLElement>('button, select, input:not([type=checkbox]):not([type=radio]), .top nav a, label.choice');
+        return Array.from(controls)
+          .filter((control) => control.offsetParent !== null && control.getBoundingClientRect().height < least)
+          .map((control) => `${control.tagName.toLowerCase()} "${(control.innerText || control.getAttribute('aria-label') || '').trim()}": ${control.getBoundingClientRect().height} px`);
+      }, touchTargetPx);
+      expect({ view: name, small }).toEqual({ view: name, small: [] });
+    }
+    const errors = browser.errors.filter((line) => !options.allowedErrors?.test(line));
+    expect({ view: name, width: size.width, errors }).toEqual({ view: name, width: size.width, errors: [] });
+    const views = new URL('views/', screenshotsDir);
+    mkdirSync(views, { recursive: true });
+    await page.screenshot({ path: new URL(`${name}-${size.width}.png`, views).pathname });
+  }
+}

@@ -10,6 +10,7 @@ const slowestFirst = [
   'processes',
   'embedded',
   'dashboard',
+  'dashboard-campaigns',
   'sdk-package',
   'scheduling',
   'observability',

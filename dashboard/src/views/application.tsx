@@ -1,10 +1,10 @@
 // The token's application: whether pushes can go out (each platform's credentials as the workers
-// last found them), how many sends it may make, its segments with their sizes, and its webhooks.
+// last found them), its traffic charted, how many sends it may make, and its webhooks.
 import type { ProviderStatus } from '../api.ts';
 import { Badge, ErrorNote } from '../components.tsx';
 import { useLoad, useSession } from '../context.ts';
 import { formatDate, formatNumber } from '../format.ts';
-import { SegmentsSection } from './segments.tsx';
+import { HourlyCharts, OpenRateChart } from './charts.tsx';
 import { WebhooksSection } from './webhooks.tsx';
 
 const platformNames = { ios: 'iOS (APNs)', android: 'Android (FCM)', web: 'Web (Web Push)' } as const;
@@ -46,6 +46,13 @@ export function ApplicationView() {
           </dd>
         </div>
       </dl>
+      <section aria-labelledby="charts-heading">
+        <h2 id="charts-heading">Traffic</h2>
+        <div class="charts">
+          <HourlyCharts />
+          <OpenRateChart />
+        </div>
+      </section>
       <h2>Send quota</h2>
       {app.send_policy ? (
         <p class="quota">
@@ -57,7 +64,6 @@ export function ApplicationView() {
       )}
       <h2>Credentials</h2>
       {app.credentials ? <CredentialsTable app={app} credentials={app.credentials} /> : <p class="detail">Shown to a token with notifications:send or notifications:read.</p>}
-      <SegmentsSection />
       <WebhooksSection />
     </section>
   );
@@ -65,6 +71,7 @@ export function ApplicationView() {
 
 function CredentialsTable({ app, credentials }: { app: { id: string }; credentials: Record<'ios' | 'android' | 'web', ProviderStatus> }) {
   return (
+    <div class="table-scroll">
     <table class="data">
       <thead>
         <tr>
@@ -108,5 +115,6 @@ function CredentialsTable({ app, credentials }: { app: { id: string }; credentia
         })}
       </tbody>
     </table>
+    </div>
   );
 }

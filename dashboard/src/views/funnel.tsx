@@ -113,8 +113,8 @@ export function Funnel({ notification, breakdown }: { notification: Notification
         </tbody>
       </table>
       <p id="funnel-note" class="hint">
-        Received, displayed and opened count the deliveries the app reported (<code>POST /api/v1/events</code>). Updated every few
-        seconds while this page is open.
+        Received, displayed and opened count the deliveries the app reported (<code>POST /api/v1/events</code>). Read again while the
+        send runs; once it has ended, Refresh reads the events reported since.
       </p>
     </section>
   );

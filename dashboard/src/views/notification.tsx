@@ -1,30 +1,30 @@
-// One notification: its funnel (refreshed every few seconds while the page is open), its deliveries
-// filtered and paged (with the localization each received), and the content as it was sent, its
-// localizations included.
+// One notification: while it runs, its progress (read again with back-off, no more once it has
+// ended); its funnel; its deliveries filtered and paged (with the localization each received), read
+// again as its figures move; and the content as it was sent, its localizations included.
 import { useState } from 'preact/hooks';
 import { HeraldError, type Delivery, type DeliveryBreakdown, type DeliveryState, type Notification, type Platform } from '../api.ts';
 import { Badge, Empty, ErrorNote, firstPage, Json, nextPage, Pager, previousPage } from '../components.tsx';
-import { useLoad, useSession } from '../context.ts';
+import { useFollow, useLoad, useReloadOn, useSession } from '../context.ts';
 import { describeAudience, formatDate, formatNumber, formatTime } from '../format.ts';
 import { href } from '../route.ts';
 import { fanoutNote, Funnel } from './funnel.tsx';
 import { titleOf } from './notifications.tsx';
+import { hasEnded, nextReadMs } from '../progress.ts';
+import { ProgressSection } from './progress.tsx';
 
-/** How often the funnel and the deliveries are read again while the page is open. */
-export const pollMs = 3000;
 const pageSize = 50;
 type BreakdownRow = DeliveryBreakdown['data'][number];
 const states: DeliveryState[] = ['pending', 'accepted', 'failed', 'skipped'];
 const platforms: Platform[] = ['ios', 'android', 'web'];
 
 export function NotificationView({ id }: { id: string }) {
-  const detail = useLoad(
+  const detail = useFollow(
     async (herald) => {
       const [notification, breakdown] = await Promise.all([herald.getNotification(id), herald.getNotificationBreakdown(id)]);
       return { notification, breakdown };
     },
     id,
-    pollMs,
+    (data, changed, lastMs) => nextReadMs(hasEnded(data.notification), changed, lastMs),
   );
 
   if (detail.error instanceof HeraldError && detail.error.status === 404) {
@@ -49,6 +49,12 @@ export function NotificationView({ id }: { id: string }) {
         <h1 id="notification-heading">{titleOf(notification)}</h1>
         <Badge value={notification.status} />
         {(notification.status === 'queued' || notification.status === 'processing') && <CancelButton id={notification.id} done={detail.reload} />}
+        <div class="controls">
+          {/* Once it has ended it is not read again by itself: the events the apps report later come with Refresh. */}
+          <button type="button" class="secondary" onClick={detail.reload}>
+            Refresh
+          </button>
+        </div>
       </div>
       <dl class="facts">
         <div>
@@ -89,8 +95,22 @@ export function NotificationView({ id }: { id: string }) {
         </div>
       </dl>
       {detail.error && <ErrorNote error={detail.error} />}
+      {detail.nextMs !== undefined && (
+        <p class="hint follow-note">
+          {detail.nextMs === null
+            ? 'It has ended: not read again by itself (Refresh reads the events reported since).'
+            : `Read again in ${Math.round(detail.nextMs / 1000)} s (sooner while it moves, less often while it waits).`}
+        </p>
+      )}
+      <ProgressSection notification={notification} />
       <Funnel notification={notification} breakdown={breakdown} />
-      <Deliveries notificationId={notification.id} breakdown={breakdown} installations={notification.statistics.installations} whyNone={whyNoDeliveries(notification)} />
+      <Deliveries
+        notificationId={notification.id}
+        breakdown={breakdown}
+        installations={notification.statistics.installations}
+        version={JSON.stringify([notification.status, notification.statistics])}
+        whyNone={whyNoDeliveries(notification)}
+      />
       <Content notification={notification} />
     </article>
   );
@@ -145,11 +165,14 @@ function Deliveries({
   notificationId,
   breakdown,
   installations,
+  version,
   whyNone,
 }: {
   notificationId: string;
   breakdown: BreakdownRow[];
   installations: number;
+  /** The notification's status and figures: the page is read again when they move. */
+  version: string;
   whyNone: string;
 }) {
   const [filters, setFilters] = useState(noFilters);
@@ -164,7 +187,8 @@ function Deliveries({
     reason: filters.reason || undefined,
     userId: filters.userId || undefined,
   };
-  const list = useLoad((herald) => herald.listDeliveries(notificationId, query), JSON.stringify([notificationId, query]), pollMs);
+  const list = useLoad((herald) => herald.listDeliveries(notificationId, query), JSON.stringify([notificationId, query]));
+  useReloadOn(version, list.reload);
   const reasons = [...new Set(breakdown.flatMap((row) => (row.reason ? [row.reason] : [])))].sort();
   const filter = (change: Partial<Filters>) => {
     setFilters({ ...filters, ...change });

@@ -67,11 +67,12 @@ export function NotificationsView() {
               <caption class="visually-hidden">Notifications, newest first</caption>
               <thead>
                 <tr>
-                  <th scope="col">Created</th>
+                  {/* What it is and where it stands first: on a phone the columns after them are scrolled to. */}
                   <th scope="col">Notification</th>
                   <th scope="col">Status</th>
                   <th scope="col">Scheduled for</th>
                   <th scope="col" class="num">Target users</th>
+                  <th scope="col">Created</th>
                   <th scope="col" class="num">Users</th>
                   <th scope="col" class="num">Installations</th>
                   <th scope="col" class="num">Accepted</th>
@@ -84,8 +85,7 @@ export function NotificationsView() {
               <tbody>
                 {list.data.data.map((n) => (
                   <tr key={n.id}>
-                    <td class="nowrap">{formatDate(n.created_at)}</td>
-                    <td>
+                    <td class="title-cell">
                       <a href={href({ view: 'notification', id: n.id })}>{titleOf(n)}</a>
                     </td>
                     <td>
@@ -93,6 +93,7 @@ export function NotificationsView() {
                     </td>
                     <td class="nowrap">{formatDate(n.scheduled_for)}</td>
                     <td class="num">{formatNumber(n.target_users)}</td>
+                    <td class="nowrap">{formatDate(n.created_at)}</td>
                     <td class="num">{formatNumber(n.statistics.users)}</td>
                     <td class="num">{formatNumber(n.statistics.installations)}</td>
                     <td class="num">{formatNumber(n.statistics.accepted)}</td>

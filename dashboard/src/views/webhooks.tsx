@@ -67,6 +67,7 @@ function Endpoint({ endpoint }: { endpoint: WebhookEndpoint }) {
       {deliveries.error && <ErrorNote error={deliveries.error} ability="notifications:read" />}
       {deliveries.data?.data.length === 0 && <p class="detail">No deliveries yet.</p>}
       {deliveries.data && deliveries.data.data.length > 0 && (
+        <div class="table-scroll">
         <table class="data">
           <caption>Recent deliveries</caption>
           <thead>
@@ -94,6 +95,7 @@ function Endpoint({ endpoint }: { endpoint: WebhookEndpoint }) {
             ))}
           </tbody>
         </table>
+        </div>
       )}
     </article>
   );
