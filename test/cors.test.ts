@@ -1,5 +1,5 @@
-// CORS for pages: the operations an app token uses in a browser (PUT/PATCH an installation, POST an
-// event) answer preflights from the origins an operator allows (`herald apps set
+// CORS for pages: the operations an app token uses in a browser (GET the application, PUT/PATCH an
+// installation, POST an event) answer preflights from the origins an operator allows (`herald apps set
 // --allowed-origins`), and their answers carry CORS headers only when the token's own application
 // allows the page's origin. Other origins and other operations get no CORS headers at all.
 import request from 'supertest';
@@ -33,6 +33,7 @@ describe('preflights', () => {
     ['/api/v1/installations/browser-1', 'PUT', 'PUT, PATCH'],
     ['/api/v1/installations/browser-1', 'PATCH', 'PUT, PATCH'],
     ['/api/v1/events', 'POST', 'POST'],
+    ['/api/v1/app', 'GET', 'GET'],
   ])('%s %s from an allowed origin is answered 204 with what the page may send', async (path, method, methods) => {
     const res = await preflight(path, shopOrigin, method);
     expect(res.status).toBe(204);
@@ -51,7 +52,7 @@ describe('preflights', () => {
     ['a send', '/api/v1/notifications', shopOrigin, 'POST'],
     ['a delete', '/api/v1/installations/browser-1', shopOrigin, 'DELETE'],
     ['a read', '/api/v1/installations/browser-1', shopOrigin, 'GET'],
-    ['the application', '/api/v1/app', shopOrigin, 'GET'],
+    ['a change of the application', '/api/v1/app', shopOrigin, 'PATCH'],
   ])('%s gets no CORS headers', async (_name, path, origin, method) => {
     const res = await preflight(path, origin, method);
     expect(res.status).not.toBe(204);

@@ -197,7 +197,7 @@ test('subscribe() registers the stubbed subscription with Herald: platform web, 
   const subscription = newSubscription();
 
   const result = await tab.evaluate(
-    async ({ subscription, baseUrl, appToken, installationId, userId, vapidPublicKey }) => {
+    async ({ subscription, baseUrl, appToken, installationId, userId }) => {
       const registration = await navigator.serviceWorker.ready;
       const asked: { userVisibleOnly?: boolean; applicationServerKey: number[] }[] = [];
       // The stand-in for the browser's push service: the subscription this test made, which the
@@ -210,8 +210,9 @@ test('subscribe() registers the stubbed subscription with Herald: platform web, 
       };
       registration.pushManager.getSubscription = async () => current;
       const { subscribe } = (window as unknown as { herald: typeof import('../sdk/src/web/index.ts') }).herald;
-      const subscribed = await subscribe({ baseUrl, appToken, serviceWorker: registration, installationId, userId, vapidPublicKey });
-      const again = await subscribe({ baseUrl, appToken, serviceWorker: registration, userId, vapidPublicKey });
+      // No key given: the module reads it from GET /api/v1/app, across origins.
+      const subscribed = await subscribe({ baseUrl, appToken, serviceWorker: registration, installationId, userId });
+      const again = await subscribe({ baseUrl, appToken, serviceWorker: registration, userId });
       return {
         asked,
         first: { installationId: subscribed.installationId, registered: subscribed.installation !== null },
@@ -220,7 +221,7 @@ test('subscribe() registers the stubbed subscription with Herald: platform web, 
         timezone: Intl.DateTimeFormat().resolvedOptions().timeZone,
       };
     },
-    { subscription, baseUrl: herald.origin, appToken: app.client, installationId, userId, vapidPublicKey: pipeline.credentials.webpush.publicKey },
+    { subscription, baseUrl: herald.origin, appToken: app.client, installationId, userId },
   );
   expect(result.asked).toEqual([{ userVisibleOnly: true, applicationServerKey: [...Buffer.from(pipeline.credentials.webpush.publicKey, 'base64url')] }]);
   expect(result.first).toEqual({ installationId, registered: true });

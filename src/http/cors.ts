@@ -1,5 +1,6 @@
-// CORS for the operations a web page calls with an app token: registering its subscription (PUT or
-// PATCH an installation) and reporting what the service worker saw (POST an event). A preflight
+// CORS for the operations a web page calls with an app token: reading its application's VAPID public
+// key (GET the application), registering its subscription (PUT or PATCH an installation) and
+// reporting what the service worker saw (POST an event). A preflight
 // carries no token, so it cannot say which application it is for: it is answered when any
 // application allows the page's origin, for those operations only. The request itself then gets
 // CORS headers only when the token's own application allows the origin; otherwise the browser
@@ -12,6 +13,7 @@ import type { Orm } from '../db/orm.ts';
 import { originAllowedByAny } from '../db/sql/tokens.ts';
 
 const browserOperations: { pattern: RegExp; methods: readonly string[] }[] = [
+  { pattern: /^\/api\/v1\/app$/, methods: ['GET'] },
   { pattern: /^\/api\/v1\/installations\/[^/]+$/, methods: ['PUT', 'PATCH'] },
   { pattern: /^\/api\/v1\/events$/, methods: ['POST'] },
 ];
