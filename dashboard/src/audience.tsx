@@ -7,6 +7,8 @@ import { FieldError, type FieldErrorsOf } from './components.tsx';
 import { isPageWide, useLoad, useSession } from './context.ts';
 import { formatNumber } from './format.ts';
 
+const platformLabels = { ios: 'iOS', android: 'Android', web: 'Web' } as const;
+
 export type Size = { count: AudienceCount | null; error: Error | null; counting: boolean };
 
 /**
@@ -86,7 +88,7 @@ export function AudienceEditor({
           <fieldset class="field" disabled={disabled}>
             <legend>Platforms</legend>
             <div class="choices">
-              {(['ios', 'android'] as const).map((platform) => (
+              {(['ios', 'android', 'web'] as const).map((platform) => (
                 <label key={platform} class="choice">
                   <input
                     type="checkbox"
@@ -95,11 +97,11 @@ export function AudienceEditor({
                       set({ platforms: event.currentTarget.checked ? [...draft.platforms, platform] : draft.platforms.filter((p) => p !== platform) })
                     }
                   />
-                  {platform === 'ios' ? 'iOS' : 'Android'}
+                  {platformLabels[platform]}
                 </label>
               ))}
             </div>
-            <p class="hint">None ticked: both.</p>
+            <p class="hint">None ticked: every platform.</p>
             <FieldError errors={errors} field={`${prefix}.platforms`} />
           </fieldset>
           <fieldset class="field" disabled={disabled}>
