@@ -61,10 +61,12 @@ test('a database down for 4.5 s is probed at least once a second, and the worker
 
 test("a stall's hung connections are dropped when the database answers again: a statement waiting on one fails at once, without starting another outage, and the pool answers on new ones", async () => {
   const proxy = await startTcpProxy(databaseUrl());
-  // Statements may wait 30 s: only the retirement can end the one that waits on the stall.
-  const bounds = { connectMs: 500, statementMs: 30_000, lockMs: 0, idleInTransactionMs: 0 };
+  // Statements may wait 30 s: only the retirement can end the one that waits on the stall. A
+  // connection may take 2 s (on a busy host, the first ones through the proxy take more than the
+  // probe's 500 ms); the probe's fail fast while the link is cut.
+  const bounds = { connectMs: 2_000, statementMs: 30_000, lockMs: 0, idleInTransactionMs: 0 };
   const pool = openStatementPool(proxy.url, 2, bounds);
-  const probePool = openStatementPool(proxy.url, 1, { ...bounds, statementMs: 300 });
+  const probePool = openStatementPool(proxy.url, 1, { ...bounds, connectMs: 500, statementMs: 300 });
   const session = new PreparingClient({ connectionString: proxy.url });
   let resumedAt: number | null = null;
   let pauses = 0;
