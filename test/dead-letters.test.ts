@@ -1,5 +1,6 @@
 // Jobs that fail for good still close their notification: nothing stays queued or pending forever.
-import { failDeliver, failFanout } from '../src/worker/jobs.ts';
+import { failFanout } from '../src/worker/fanout-job.ts';
+import { failDeliver } from '../src/worker/jobs.ts';
 import { insertDelivery } from './support/deliveries.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 import request from 'supertest';

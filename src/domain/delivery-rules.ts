@@ -1,8 +1,8 @@
 // The rules a fanout and a deliver batch apply between their reads and their writes, free of I/O
 // so that they can be tested with plain values: what each candidate gets (its delivery, its
 // localization, its cut), how pending deliveries are put in deliver batches, which claimed
-// deliveries can still be pushed, and what a provider's answers leave to record. The job runner
-// (worker/jobs.ts) only moves data between these and the database.
+// deliveries can still be pushed, and what a provider's answers leave to record. The job runners
+// (worker/fanout-job.ts, worker/jobs.ts) only move data between these and the database.
 import { newId } from '../db/ids.ts';
 import type { Candidate, ClaimedDelivery, DeliveryResult, MovedCount, NewDelivery, PushedNotification } from '../db/sql/deliveries.ts';
 import type { Invalidation } from '../db/sql/installations.ts';

@@ -1,19 +1,13 @@
-// The two jobs behind a send. Fanout: resolve the target users' installations, write one delivery
-// row each and queue deliver batches, all in one transaction (a send to an audience is handed to
-// its walk instead: broadcasts.ts). Deliver: push a batch, record the outcomes, retry the transient
-// ones later, and close the notification when nothing is pending. A throttled notification's pushes
-// go at the slots its pace gives them (domain/throttle.ts), and what cannot go soon waits in a job
-// of its own rather than in a worker.
+// The deliver job behind a send (the fanout that queues it: fanout-job.ts): push a batch, record the
+// outcomes, retry the transient ones later, and close the notification when nothing is pending. A
+// throttled notification's pushes go at the slots its pace gives them (paced-sends.ts).
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { fromKysely, type PgBoss } from 'pg-boss';
+import { fromKysely } from 'pg-boss';
 import { noWait } from './lane-gate.ts';
 import {
-  deliverBatches,
   deliverChunks,
   ended,
-  fanOut,
   fittedContents,
   laneOf,
   paceKey,
@@ -22,86 +16,33 @@ import {
   sortClaimed,
   type Attempt,
   type BatchNotifications,
-  type DeliverChunk,
   type SendableDelivery,
 } from '../domain/delivery-rules.ts';
 import { countsAttemptBeforePush, expiresAt, finalStatus, mayAttempt, pushTimes } from '../domain/fanout.ts';
-import { localTimeRule } from '../domain/local-time.ts';
-import { handBackDelayMs, pacedSends, reservationLookaheadMs, slotSpacingMs, throttledSliceMs } from '../domain/throttle.ts';
 import { finishCancellation, reportCancellation } from '../domain/cancellation.ts';
-import type { Logger } from '../logging/logger.ts';
-import {
-  deliveriesEnded,
-  deliveriesRetried,
-  notificationMoved,
-  providerRequest,
-} from '../observability/metrics.ts';
+import { deliveriesEnded, deliveriesRetried, providerRequest } from '../observability/metrics.ts';
 import type { Push, PushOutcome, PushProvider } from '../providers/provider.ts';
 import { networkReasons } from '../providers/support.ts';
-import { type ProviderClient, type ProviderClients } from './clients.ts';
-import { providerOf, type Platform } from '../domain/platforms.ts';
+import type { ProviderClient } from './clients.ts';
+import { providerOf } from '../domain/platforms.ts';
 import { reportNotificationEnd, type FanoutJob } from '../domain/notifications.ts';
 import { deliveriesFailed, installationsInvalidated, notificationCompleted, type WebhookOutbox } from '../domain/webhook-outbox.ts';
-import { placement, queues } from './queue.ts';
+import { deliverQueueOf, type DeliverJob, type JobContext } from './job-context.ts';
+import { sendPaced, takeSlots, type Slots } from './paced-sends.ts';
+import { placement } from './queue.ts';
 import { UnopenableSecret, unopenableReason } from '../domain/credentials.ts';
 import { markCredentialHealthy, markCredentialUnhealthy, markCredentialUnreachable } from '../db/sql/credentials.ts';
 import {
   claimPending,
   countAttempts,
   type CredentialVersion,
-  insertDeliveries,
   readBatch,
   recordResults,
-  targetInstallations,
   type DeliveryResult,
   type MovedCount,
 } from '../db/sql/deliveries.ts';
 import { invalidateInstallations } from '../db/sql/installations.ts';
-import { reserveSlots } from '../db/sql/throttles.ts';
-import {
-  completeNotifications,
-  holdUncancelled,
-  notificationProgress,
-  recipientCounts,
-  startProcessing,
-  type FannedNotification,
-  type FinishedNotification,
-  unfinishedCancels,
-} from '../db/sql/notifications.ts';
-
-/**
- * Pushes to make on one platform for one application: pending deliveries of one notification, or
- * of many small ones fanned out together (a batch of scheduled sends), all in one lane.
- */
-export type DeliverJob = {
-  applicationId: string;
-  platform: Platform;
-  deliveryIds: string[];
-  /** Pushes of a broadcast: in the campaign lane's queue (queues.campaignDeliver), and so are their retries. */
-  campaign?: boolean;
-};
-
-/** The queue a deliver job and its retries wait in: the campaign lane's for a broadcast's pushes. */
-export const deliverQueueOf = (job: Pick<DeliverJob, 'campaign'>): string => (job.campaign ? queues.campaignDeliver : queues.deliver);
-
-export type JobContext = {
-  boss: PgBoss;
-  /** Where `delivery.failed`, `installation.invalidated` and `notification.completed` webhooks go. */
-  webhooks: WebhookOutbox;
-  clients: ProviderClients;
-  logger: Logger;
-  /** Pushes per deliver job: one provider round of sends. */
-  batchSize: number;
-  /** A batch's provider send that has not answered by then is given up as `provider timeout`. */
-  sendDeadlineMs: number;
-  /** Pushes sent per provider round trip, each round's outcomes recorded before the next is sent. */
-  recordEvery: number;
-  /**
-   * The keys (waitingRetriesKey) of retry jobs this process has queued since it last resumed them:
-   * a batch the provider accepts then resumes them, even when it is not a retry itself.
-   */
-  waitingRetries: Set<string>;
-};
+import { completeNotifications, holdUncancelled, notificationProgress, type FinishedNotification } from '../db/sql/notifications.ts';
 
 const unreachable = new Set<string>(networkReasons);
 
@@ -129,108 +70,8 @@ async function sendWithDeadline(provider: PushProvider, pushes: Push[], deadline
   }
 }
 
-/**
- * Fans out a batch of notifications, in transactions of up to a thousand users: each one's
- * deliveries and deliver jobs, or its end when it has nothing to push. The statements are per
- * transaction, not per notification: a batch of scheduled sends that came due together costs about
- * what one notification costs. Notifications no longer queued (fanned out before, or cancelled) are
- * left alone; a cancel cut short is finished (endCancelled). Between transactions the batch waits
- * its `turn` (a normal batch: while high-priority work runs in this process, lane-gate.ts).
- */
-export async function runFanouts(em: EntityManager, context: JobContext, jobs: FanoutJob[], turn: () => Promise<void> = noWait): Promise<void> {
-  if (jobs.length === 1) return fanOutTogether(em, context, jobs);
-  // A transaction is bounded by the users it fans out to, not the notifications: a hundred
-  // one-user notifications go together, two of 500 users each.
-  const recipients = await recipientCounts(em.fork(), jobs.map((job) => job.notificationId));
-  let group: FanoutJob[] = [];
-  let users = 0;
-  for (const [i, job] of jobs.entries()) {
-    if (group.length > 0 && users + recipients[i] > recipientsPerTransaction) {
-      await fanOutTogether(em, context, group);
-      [group, users] = [[], 0];
-      await turn();
-    }
-    group.push(job);
-    users += recipients[i];
-  }
-  await fanOutTogether(em, context, group);
-}
 
-/** At most this many users' installations are fanned out in one transaction (two notifications of 500): a normal batch waits its turn between them (lane-gate.ts), so what runs when a high-priority send comes ends soon. */
-const recipientsPerTransaction = 1_000;
-
-/** runFanouts of jobs that go in one transaction. */
-async function fanOutTogether(em: EntityManager, context: JobContext, jobs: FanoutJob[]): Promise<void> {
-  const fanned = await em.fork().transactional(async (tx) => {
-    // Everything below commits together: a re-run after a crash either sees it all or redoes it all.
-    const starting = await startProcessing(tx, jobs.map((job) => job.notificationId));
-    const started = starting.map((notification) => notification.id);
-    // A send to an audience is not fanned out here: its walk is queued in the campaign lane
-    // (worker/broadcasts.ts), committed with its start.
-    const broadcasts = starting.filter((notification) => notification.audience);
-    const notifications = starting.filter((notification) => !notification.audience);
-    if (broadcasts.length > 0) await queueWalks(context.boss, tx, broadcasts);
-    const withLocale = notifications.some((notification) => Object.keys(notification.localizations ?? {}).length > 0);
-    const withTimezone = notifications.some((notification) => localTimeRule(notification.options) !== null);
-    const candidates =
-      notifications.length === 0 ? [] : await targetInstallations(tx, notifications.map((notification) => notification.id), { withLocale, withTimezone });
-    const candidatesOf = Map.groupBy(candidates, (candidate) => candidate.notificationId);
-    const fanouts = notifications.map((notification) => ({
-      notification,
-      ...fanOut(notification, candidatesOf.get(notification.id) ?? []),
-    }));
-    await insertDeliveries(tx, fanouts.flatMap((fanout) => fanout.deliveries));
-    // A notification with nothing to push ends now.
-    const nothingToPush = Map.groupBy(
-      fanouts.filter(({ deliveries }) => !deliveries.some((delivery) => delivery.state === 'pending')),
-      ({ notification }) => notification.applicationId,
-    );
-    const finished: FinishedNotification[] = [];
-    for (const [applicationId, ended] of nothingToPush) {
-      const announce = await context.webhooks.wants(tx, applicationId, 'notification.completed');
-      const endings = ended.map(({ notification }): Ending => ({ notificationId: notification.id, status: 'completed' }));
-      finished.push(...(await completeAndAnnounce(tx, context.webhooks, applicationId, endings, announce)));
-    }
-    // Pushes due later (a send at each device's local time) wait in the queue as deferred jobs, one
-    // set of batches per instant: nothing of them is held anywhere else meanwhile.
-    const deliverJobs = deliverBatches(fanouts, context.batchSize).map(({ applicationId, priority, platform, deliveryIds, startAfter }) => ({
-      data: { applicationId, platform, deliveryIds } satisfies DeliverJob,
-      ...placement(applicationId, priority),
-      ...(startAfter ? { startAfter } : {}),
-    }));
-    if (deliverJobs.length > 0) await context.boss.insert(queues.deliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
-    const notStarted = jobs.filter((job) => !started.includes(job.notificationId));
-    return { skips: fanouts.map((fanout) => fanout.skips), walks: broadcasts.length, finished, notStarted };
-  });
-  // Counted once committed: a fanout that rolled back did none of it.
-  for (let i = 0; i < fanned.walks; i += 1) notificationMoved('processing');
-  for (const skips of fanned.skips) {
-    notificationMoved('processing');
-    for (const [platform, counts] of skips) deliveriesEnded(platform, counts);
-  }
-  for (const ended of fanned.finished) reportNotificationEnd(context.logger, ended);
-  // Not queued any more: fanned out before, or cancelled (perhaps by a cancel cut short).
-  const db = em.fork();
-  const unfinished = await unfinishedCancels(db, fanned.notStarted.map((job) => job.notificationId));
-  for (const job of fanned.notStarted.filter((job) => unfinished.includes(job.notificationId))) await endCancelled(db, context, job);
-}
-
-/** Queues the walks of broadcasts that have just started, in the caller's transaction. */
-async function queueWalks(boss: PgBoss, tx: EntityManager, broadcasts: FannedNotification[]): Promise<void> {
-  const walks = broadcasts.map(({ id, applicationId }) => ({
-    data: { notificationId: id, applicationId } satisfies FanoutJob,
-    ...placement(applicationId, 0),
-  }));
-  await boss.insert(queues.broadcast, walks, { db: fromKysely(tx.getKysely()) });
-}
-
-/** What a fanout that failed for good leaves: a failed notification, not a queued one forever. */
-export async function failFanout(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, job: FanoutJob): Promise<void> {
-  const [ended] = await complete(em.fork(), context.webhooks, job.applicationId, [{ notificationId: job.notificationId, status: 'failed' }]);
-  reportNotificationEnd(context.logger, ended);
-}
-
-type Ending = { notificationId: string; status: FinishedNotification['status'] };
+export type Ending = { notificationId: string; status: FinishedNotification['status'] };
 
 /**
  * Ends notifications of one application once each (completeNotifications: the first caller wins),
@@ -238,14 +79,14 @@ type Ending = { notificationId: string; status: FinishedNotification['status'] }
  * endpoint for it. Without one, the update alone: no transaction around it. Answers those this call
  * ended, which the caller reports once committed.
  */
-async function complete(db: EntityManager, webhooks: WebhookOutbox, applicationId: string, endings: Ending[]): Promise<FinishedNotification[]> {
+export async function complete(db: EntityManager, webhooks: WebhookOutbox, applicationId: string, endings: Ending[]): Promise<FinishedNotification[]> {
   if (endings.length === 0) return [];
   if (!(await webhooks.wants(db, applicationId, 'notification.completed'))) return completeNotifications(db, endings);
   return db.transactional((tx) => completeAndAnnounce(tx, webhooks, applicationId, endings, true));
 }
 
 /** complete(), inside the caller's transaction. */
-async function completeAndAnnounce(
+export async function completeAndAnnounce(
   tx: EntityManager,
   webhooks: WebhookOutbox,
   applicationId: string,
@@ -392,7 +233,7 @@ async function sendAndRecord(
           ? []
           : slots === null
             ? await sendChunk(tx, context, job, client, pushes, health)
-            : await sendPaced(tx, context, job, client, pushes, health, slots);
+            : await sendPaced(pushes, slots, (group) => sendChunk(tx, context, job, client, group, health));
       const attempt = settle(going, outcomes, countAttempt);
       const moved = await recordIn(tx, context, job, notifications, attempt);
       const expiry = { ...noAttempt(false), results: expired.map((delivery) => ended(delivery.deliveryId, 'failed', 'expired')) };
@@ -406,94 +247,6 @@ async function sendAndRecord(
   return { cancelled, accepted };
 }
 
-/** A chunk's reserved slots: the first at `startAt` (performance.now() time), then one every `spacingMs`. */
-type Slots = { startAt: number; spacingMs: number };
-
-/**
- * A throttled chunk's turn (`rest` is it and the chunks after it): its slots reserved and waited
- * for; or null when its pace is further ahead than the lookahead, or this job has paced for its
- * slice: then the notification's pushes left in this job are handed back, as a job deferred until
- * its pace has room, and this job goes on with the others' chunks or ends. No worker waits for a
- * pace longer than the lookahead, and a pace of minutes is pushed by a job every few seconds, not
- * by one job for its length.
- */
-async function takeSlots(
-  db: EntityManager,
-  context: JobContext,
-  job: DeliverJob,
-  notifications: BatchNotifications,
-  rest: DeliverChunk[],
-  started: number,
-): Promise<Slots | null> {
-  const pace = rest[0].pace!;
-  const spacingMs = slotSpacingMs(pace.perMinute);
-  const left = () => rest.filter((part) => part.pace && paceKey(part.pace) === paceKey(pace)).flatMap((part) => part.deliveries.map((d) => d.deliveryId));
-  if (performance.now() - started > throttledSliceMs) {
-    await handBack(context, job, notifications, left(), 0);
-    return null;
-  }
-  const reservation = await reserveSlots(db, {
-    notificationId: pace.notificationId,
-    dueAt: pace.dueAt,
-    applicationId: job.applicationId,
-    count: rest[0].deliveries.length,
-    spacingMs,
-    lookaheadMs: reservationLookaheadMs,
-  });
-  if ('freeInMs' in reservation) {
-    await handBack(context, job, notifications, left(), handBackDelayMs(reservation.freeInMs));
-    return null;
-  }
-  const startAt = performance.now() + reservation.startsInMs;
-  if (reservation.startsInMs > 0) await sleep(reservation.startsInMs);
-  return { startAt, spacingMs };
-}
-
-/**
- * A throttled notification's pushes this job leaves to a later one, in the same queue, lane and
- * group, due after `delayMs` (relative to the database's clock, as pg-boss reads a delay). Not a
- * retry: its attempts are not counted, and it carries no retry key, so that a provider that answers
- * again (resumeWaitingRetries) does not bring it forward. A process that dies before this job is
- * marked done runs the job again: the pushes then go to two jobs, and a delivery is pushed at
- * least once, as after any crash.
- */
-async function handBack(context: JobContext, job: DeliverJob, notifications: BatchNotifications, deliveryIds: string[], delayMs: number): Promise<void> {
-  if (deliveryIds.length === 0) return;
-  await context.boss.send(
-    deliverQueueOf(job),
-    { applicationId: job.applicationId, platform: job.platform, deliveryIds, ...(job.campaign ? { campaign: true } : {}) } satisfies DeliverJob,
-    { ...(delayMs > 0 ? { startAfter: delayMs / 1000 } : {}), ...placement(job.applicationId, laneOf(notifications)) },
-  );
-  context.logger.debug({ applicationId: job.applicationId, platform: job.platform, deliveries: deliveryIds.length, delayMs: Math.round(delayMs) }, 'throttled pushes handed back');
-}
-
-/**
- * A reserved chunk's pushes, each at its slot (throttle.ts pacedSends): a group goes when its time
- * comes, without waiting for the answers of the groups before it, so that a slow provider delays
- * answers, never the pace. The times count from the first slot, not from when the chunk's
- * transaction got its hold, so that a slow hold delays only the first push. Answers every push's
- * outcome once all are answered.
- */
-async function sendPaced(
-  tx: EntityManager,
-  context: JobContext,
-  job: DeliverJob,
-  client: ProviderClient,
-  pushes: Push[],
-  marks: CredentialMarks,
-  slots: Slots,
-): Promise<PushOutcome[]> {
-  const sending: Promise<PushOutcome[]>[] = [];
-  for (const group of pacedSends(pushes.length, slots.spacingMs)) {
-    const wait = slots.startAt + group.offsetMs - performance.now();
-    if (wait > 0) await sleep(wait);
-    const answers = sendChunk(tx, context, job, client, pushes.slice(group.from, group.to), marks);
-    // Awaited below; a failure must not go unhandled while the next group waits for its time.
-    answers.catch(() => undefined);
-    sending.push(answers);
-  }
-  return (await Promise.all(sending)).flat();
-}
 
 /** A job that found its notification cancelled finishes the cancel, in case the cancel itself was cut short. */
 export async function endCancelled(em: EntityManager, context: Pick<JobContext, 'webhooks' | 'logger'>, job: FanoutJob): Promise<void> {
@@ -506,10 +259,10 @@ export async function endCancelled(em: EntityManager, context: Pick<JobContext, 
  * credential is fine makes no round trip for it. A mark another job makes meanwhile is cleared by
  * the next batch that reads it and reaches the provider.
  */
-type CredentialMarks = { healthy: boolean };
+export type CredentialMarks = { healthy: boolean };
 
 /** One provider round trip, bounded by the deadline; the client's and the credential's health follow it. */
-async function sendChunk(
+export async function sendChunk(
   db: EntityManager,
   context: JobContext,
   job: DeliverJob,

@@ -88,7 +88,7 @@ function waitAtMost(waiting: Set<() => void>, maxWaitMs: number): Promise<void> 
 /**
  * Runs a fetch of jobs in its lane: high-priority work at once, holding normal work back while it
  * runs; normal work after its turn, passing `run` the turn to wait again between its steps (a
- * batch of fanouts between its transactions: jobs.ts runFanouts). Campaign work (the campaign
+ * batch of fanouts between its transactions: fanout-job.ts runFanouts). Campaign work (the campaign
  * lane's queues) takes its turns behind all of it: between a walk's batches and before a broadcast's
  * deliver job, it waits while a send's job runs in this process.
  */

@@ -12,7 +12,9 @@ import { startLeases } from './leases.ts';
 import type { Logger } from '../logging/logger.ts';
 import type { ProviderClients } from './clients.ts';
 import { trackJobRuns, type JobRuns } from './job-runs.ts';
-import { failDeliver, failFanout, runDeliver, runFanouts, type DeliverJob, type JobContext } from './jobs.ts';
+import { failFanout, runFanouts } from './fanout-job.ts';
+import type { DeliverJob, JobContext } from './job-context.ts';
+import { failDeliver, runDeliver } from './jobs.ts';
 import { runBroadcast, type WalkJob } from './broadcasts.ts';
 import { highPriority } from '../domain/fanout.ts';
 import type { FanoutJob } from '../domain/notifications.ts';
@@ -81,7 +83,7 @@ export function fairShare(concurrency: number): { localConcurrency: number; loca
 
 /**
  * Fanout jobs a batch worker (the fanout queue's backlog worker, the scheduled fanouts' workers)
- * fetches and runs at once (jobs.ts runFanouts, in transactions of up to a thousand users): a
+ * fetches and runs at once (fanout-job.ts runFanouts, in transactions of up to a thousand users): a
  * transaction costs a handful of statements however many notifications it holds, so a thousand
  * small notifications start in four batches instead of a thousand transactions, fetches and leases.
  */
