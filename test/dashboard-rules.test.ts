@@ -2,29 +2,11 @@
 // sends with, an audience as the editor holds it, and a running send's progress, due hours and
 // back-off.
 import { fromAudience, toAudience, emptyAudience, type AudienceDraft } from '../dashboard/src/audience-draft.ts';
-import { buildSend, idempotencyKeys, type MessageDraft } from '../dashboard/src/compose.ts';
+import { buildSend, emptyDraft, idempotencyKeys, type MessageDraft } from '../dashboard/src/compose.ts';
 import { dueByHour, followMs, nextReadMs, progressOf } from '../dashboard/src/progress.ts';
 import type { Notification } from '../dashboard/src/api.ts';
 
-const draft: MessageDraft = {
-  kind: 'audience',
-  userIds: '',
-  audience: { ...emptyAudience, tags: [{ key: 'plan', op: 'eq', value: 'pro' }] },
-  segment: '',
-  title: 'Sale',
-  body: '',
-  imageUrl: '',
-  actionUrl: '',
-  localizations: [],
-  data: '',
-  priority: '',
-  ttl: '',
-  collapseId: '',
-  sendAt: '',
-  localTime: '',
-  timezone: '',
-  throttle: '',
-};
+const draft: MessageDraft = { ...emptyDraft, audience: { ...emptyAudience, tags: [{ key: 'plan', op: 'eq', value: 'pro' }] }, title: 'Sale' };
 
 describe('the send a composed message becomes', () => {
   test('an audience filter, content without empty fields, and no options when none were given', () => {

@@ -2,7 +2,7 @@
 // that what the page sends is plain to read. Only what cannot be sent at all (data that is not a
 // JSON object) is refused here; everything else goes to the API, whose field errors the form shows.
 import type { NotificationSend } from './api.ts';
-import { splitList, toAudience, type AudienceDraft } from './audience-draft.ts';
+import { emptyAudience, splitList, toAudience, type AudienceDraft } from './audience-draft.ts';
 import type { FieldErrorsOf } from './components.tsx';
 
 export type RecipientKind = 'users' | 'audience' | 'segment';
@@ -26,6 +26,27 @@ export type MessageDraft = {
   localTime: string;
   timezone: string;
   throttle: string;
+};
+
+/** A message with nothing filled in: an audience to build, no content, no options. */
+export const emptyDraft: MessageDraft = {
+  kind: 'audience',
+  userIds: '',
+  audience: emptyAudience,
+  segment: '',
+  title: '',
+  body: '',
+  imageUrl: '',
+  actionUrl: '',
+  localizations: [],
+  data: '',
+  priority: '',
+  ttl: '',
+  collapseId: '',
+  sendAt: '',
+  localTime: '',
+  timezone: '',
+  throttle: '',
 };
 
 export type Content = Omit<NotificationSend, 'recipients'>;

@@ -5,34 +5,14 @@
 // composed message). The API's field errors are shown beside their fields.
 import { useMemo, useRef, useState } from 'preact/hooks';
 import type { NotificationSend } from '../api.ts';
-import { emptyAudience, splitList } from '../audience-draft.ts';
+import { splitList } from '../audience-draft.ts';
 import { AudienceEditor, SizeLine, useAudienceSize } from '../audience.tsx';
-import { buildSend, contentOf, idempotencyKeys, type MessageDraft, type RecipientKind } from '../compose.ts';
+import { buildSend, contentOf, emptyDraft, idempotencyKeys, type MessageDraft, type RecipientKind } from '../compose.ts';
 import { ErrorNote, FieldError, fieldErrorsOf, ReadOnlyNote, type FieldErrorsOf } from '../components.tsx';
 import { can, useLoad, useSession } from '../context.ts';
 import { describeAudience, formatNumber } from '../format.ts';
 import { href } from '../route.ts';
 import { ContentFields, OptionsFields } from './compose-fields.tsx';
-
-const emptyDraft: MessageDraft = {
-  kind: 'audience',
-  userIds: '',
-  audience: emptyAudience,
-  segment: '',
-  title: '',
-  body: '',
-  imageUrl: '',
-  actionUrl: '',
-  localizations: [],
-  data: '',
-  priority: '',
-  ttl: '',
-  collapseId: '',
-  sendAt: '',
-  localTime: '',
-  timezone: '',
-  throttle: '',
-};
 
 const kinds: { kind: RecipientKind; label: string }[] = [
   { kind: 'audience', label: 'An audience filter' },
