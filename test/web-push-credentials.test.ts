@@ -118,3 +118,15 @@ test('apps set --allowed-origins names the sites whose pages may call the applic
   expect(refused.stderr).toContain('http://shop.example is http: only pages on this machine');
   expect(await herald('apps', 'set', '--app', application.id, '--allowed-origins', '')).toContain('No page may call application');
 });
+
+test('credentials check on an application with web credentials alone says that they have no check', async () => {
+  const application = await harness.newApplication('vapid-check');
+  await herald('credentials', 'set-webpush', '--app', application.id, '--subject', 'mailto:ops@example.com');
+
+  const failed = await herald('credentials', 'check', '--app', application.id).then(
+    () => null,
+    (error: { code: number; stderr: string }) => error,
+  );
+  expect(failed?.code).toBe(1);
+  expect(failed?.stderr).toContain(`Application ${application.id} has no apns or fcm credentials to check (web credentials have no check`);
+});

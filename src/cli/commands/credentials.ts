@@ -124,7 +124,10 @@ export function addCredentialsCommands(program: Command, config: Config, logger:
         await requireApplication(em, options.app);
         return checkCredentials(em, { applicationId: options.app, only: options.provider, key, endpoints: configuredEndpoints(config), logger });
       });
-      if (checks.length === 0) throw new Error(`Application ${options.app} has no ${options.provider ? `${options.provider} ` : ''}credentials to check.`);
+      if (checks.length === 0) {
+        // Push services offer no dry run: web credentials are judged by their pushes' answers alone.
+        throw new Error(`Application ${options.app} has no ${options.provider ?? 'apns or fcm'} credentials to check (web credentials have no check: their health follows their pushes).`);
+      }
       for (const { provider, verdict } of checks) {
         const setCommand = provider === 'apns' ? 'set-apns' : 'set-fcm';
         out(
