@@ -61,3 +61,23 @@ export class HeraldTimeoutError extends Error {
     this.notification = notification;
   }
 }
+
+/** The HeraldError of an answer that was not a success, from its JSON error body (or none). */
+export function answerError(response: Response, body: unknown): HeraldError {
+  const { message, errors } = (typeof body === 'object' && body !== null ? body : {}) as { message?: unknown; errors?: unknown };
+  const retryAfter = Number(response.headers.get('Retry-After') ?? Number.NaN);
+  return new HeraldError({
+    status: response.status,
+    message: typeof message === 'string' ? message : `HTTP ${response.status}`,
+    errors: typeof errors === 'object' && errors !== null ? (errors as HeraldError['errors']) : undefined,
+    requestId: response.headers.get('X-Request-Id'),
+    retryAfter: Number.isInteger(retryAfter) && retryAfter >= 0 ? retryAfter : null,
+    missingAbilities: response.status === 403 ? scopeOf(response.headers.get('WWW-Authenticate')) : null,
+  });
+}
+
+/** The abilities an RFC 6750 `insufficient_scope` challenge names: `Bearer …, scope="a b"`. */
+function scopeOf(challenge: string | null): string[] | null {
+  const scope = challenge && /\bscope="([^"]*)"/.exec(challenge)?.[1];
+  return scope ? scope.split(' ').filter(Boolean) : null;
+}

@@ -1,7 +1,7 @@
 // One call to Herald, attempted until it gets an answer worth returning: a 429 or a 503 is tried
 // again after its Retry-After, a request that got no answer only when repeating it is safe, and
 // every retry stays within a number of attempts and a total wait.
-import { HeraldError, HeraldNetworkError } from './errors.ts';
+import { answerError, HeraldError, HeraldNetworkError } from './errors.ts';
 
 export type RetryOptions = {
   /** Attempts in all, the first one included (default 4). */
@@ -71,25 +71,6 @@ export async function withRetries<T>(
 function backoff(firstMs: number, attempts: number): number {
   const ms = Math.min(firstMs * 2 ** (attempts - 1), maxBackoffMs);
   return Math.round(ms / 2 + (Math.random() * ms) / 2);
-}
-
-function answerError(response: Response, body: unknown): HeraldError {
-  const { message, errors } = (typeof body === 'object' && body !== null ? body : {}) as { message?: unknown; errors?: unknown };
-  const retryAfter = Number(response.headers.get('Retry-After') ?? Number.NaN);
-  return new HeraldError({
-    status: response.status,
-    message: typeof message === 'string' ? message : `HTTP ${response.status}`,
-    errors: typeof errors === 'object' && errors !== null ? (errors as HeraldError['errors']) : undefined,
-    requestId: response.headers.get('X-Request-Id'),
-    retryAfter: Number.isInteger(retryAfter) && retryAfter >= 0 ? retryAfter : null,
-    missingAbilities: response.status === 403 ? scopeOf(response.headers.get('WWW-Authenticate')) : null,
-  });
-}
-
-/** The abilities an RFC 6750 `insufficient_scope` challenge names: `Bearer …, scope="a b"`. */
-function scopeOf(challenge: string | null): string[] | null {
-  const scope = challenge && /\bscope="([^"]*)"/.exec(challenge)?.[1];
-  return scope ? scope.split(' ').filter(Boolean) : null;
 }
 
 function networkError(request: Request, cause: unknown, timeoutMs: number, attempts: number): HeraldNetworkError {

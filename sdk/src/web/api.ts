@@ -1,6 +1,6 @@
 // The few Herald operations a browser calls, with fetch directly: the generated client would
 // weigh more than the rest of the browser module together.
-import { HeraldError } from '../errors.ts';
+import { answerError, type HeraldError } from '../errors.ts';
 import type { Application, EventCreate, Installation, InstallationPatch, InstallationPut } from '../generated/index.ts';
 
 /** An answer that should not take longer: a push event's worker is not kept alive for ever. */
@@ -18,13 +18,7 @@ async function call(target: Target, method: string, path: string, body?: unknown
 }
 
 async function failure(response: Response): Promise<HeraldError> {
-  const body = (await response.json().catch(() => null)) as { message?: string; errors?: Record<string, string[]> } | null;
-  return new HeraldError({
-    status: response.status,
-    message: body?.message ?? `Herald answered ${response.status}.`,
-    errors: body?.errors,
-    requestId: response.headers.get('X-Request-Id'),
-  });
+  return answerError(response, await response.json().catch(() => null));
 }
 
 /** The application's VAPID public key (GET /api/v1/app); null until the operator has set one. */
