@@ -86,7 +86,9 @@ test('a given pair is stored as it is; a pair that does not match, a bad subject
   const ecdh = createECDH('prime256v1');
   ecdh.generateKeys();
   const dir = mkdtempSync(path.join(tmpdir(), 'herald-vapid-'));
-  writeFileSync(path.join(dir, 'private.key'), `${ecdh.getPrivateKey().toString('base64url')}\n`);
+  // Its 32 bytes, as `web-push generate-vapid-keys` prints them (the scalar may start with a zero byte).
+  const scalar = ecdh.getPrivateKey();
+  writeFileSync(path.join(dir, 'private.key'), `${Buffer.concat([Buffer.alloc(32 - scalar.length), scalar]).toString('base64url')}\n`);
   const publicKey = ecdh.getPublicKey().toString('base64url');
   const set = (...args: string[]) => herald('credentials', 'set-webpush', '--app', application.id, ...args).catch((error) => error);
 

@@ -218,7 +218,11 @@ function vapidSubjectProblem(subject: string): string | null {
 export function generateVapidKeys(): Pick<WebPushCredentials, 'publicKey' | 'privateKey'> {
   const ecdh = createECDH('prime256v1');
   ecdh.generateKeys();
-  return { publicKey: ecdh.getPublicKey().toString('base64url'), privateKey: ecdh.getPrivateKey().toString('base64url').padStart(43, 'A') };
+  // The scalar comes without its leading zero bytes (one key in 256 has one): padded as bytes, not
+  // as text, since a base64url character holds 6 bits, not 8.
+  const scalar = ecdh.getPrivateKey();
+  const privateKey = Buffer.concat([Buffer.alloc(32 - scalar.length), scalar]);
+  return { publicKey: ecdh.getPublicKey().toString('base64url'), privateKey: privateKey.toString('base64url') };
 }
 
 /** Whether the private key is 32 bytes of base64url whose public key is the one given. */
