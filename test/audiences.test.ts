@@ -195,14 +195,23 @@ describe('who a send reaches', () => {
     expect((await send({ audience: { all: true } }, broadcaster)).status).toBe(202);
   });
 
-  test('a send to an audience answers 202 with target_users 0 and its audience', async () => {
+  test('a send to an audience answers 202 with target_users 0, its audience and a progress not counted yet', async () => {
     const audience = { platforms: ['android'], tags: [{ key: 'plan', op: 'in', values: ['pro', 'team'] }], active_within_days: 30 };
     const res = await send({ audience });
     expect(res.status).toBe(202);
-    expect(res.body.data).toMatchObject({ target_users: 0, audience, status: 'queued' });
+    const notCounted = { installations: null, walked: 0, walk_ended_at: null, waves: [] };
+    expect(res.body.data).toMatchObject({ target_users: 0, audience, status: 'queued', progress: notCounted });
     expect(res.body.data).not.toHaveProperty('segment');
     const read = await call('get', `/api/v1/notifications/${res.body.data.id}`);
-    expect(read.body.data).toMatchObject({ target_users: 0, audience });
+    expect(read.body.data).toMatchObject({ target_users: 0, audience, progress: notCounted });
+    const listed = await call('get', '/api/v1/notifications?limit=1');
+    expect(listed.body.data[0]).toMatchObject({ id: res.body.data.id, progress: notCounted });
+  });
+
+  test('a send to user ids has no progress: its fanout is one step', async () => {
+    const res = await send({ user_ids: [newId('user')] });
+    expect(res.status).toBe(202);
+    expect(res.body.data).not.toHaveProperty('progress');
   });
 
   test("a send to a segment keeps the segment's definition as it was when sent", async () => {

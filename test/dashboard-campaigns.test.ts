@@ -265,22 +265,28 @@ test('a running broadcast at local time: its progress, read less often while it 
     options: { local_time: localTime },
   });
   try {
+    // Sent in the minute it names: Tokyo (UTC+9) reaches that time 15 hours later.
+    const tokyoHourOf = async (id: string) => {
+      const due = new Date(Date.parse((await app.notification(id)).created_at) + 15 * 3_600_000);
+      due.setUTCMinutes(0, 0, 0);
+      return page.evaluate((iso) => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' }).format(new Date(iso)), due.toISOString());
+    };
     await page.goto(`${base}/dashboard#/notifications/${broadcast}`);
     const progress = page.locator('section[aria-labelledby="progress-heading"]');
-    await progress.locator('.walk-summary').filter({ hasText: '50 %: installations of 2 of the 4 target users walked' }).waitFor({ timeout: 20_000 });
+    await progress.locator('.walk-summary').filter({ hasText: '50 %: 2 of 4 installations walked, for 4 target users' }).waitFor({ timeout: 20_000 });
     await progress.locator('.push-summary').filter({ hasText: '2 accepted' }).waitFor();
     expect(await progress.getByRole('progressbar', { name: 'Audience walked' }).getAttribute('aria-valuenow')).toBe('50');
+    // Tokyo's wave, not walked yet: its two installations are due in its hour.
+    const dueRows = page.locator('table[aria-labelledby="due-heading"] tbody tr');
+    const broadcastTokyoHour = await tokyoHourOf(broadcast);
+    await waitFor(() => dueRows.allInnerTexts(), (rows) => rows.length === 1 && rows[0] === `${broadcastTokyoHour}\t2`, 20_000);
     // Nothing moves until Tokyo's hour: each read waits twice as long as the one before (1 s, 2 s, 4 s).
     const followNote = page.locator('.follow-note');
     await followNote.filter({ hasText: 'Read again in 4 s' }).waitFor({ timeout: 10_000 });
     await checkViewAtWidths(browser, page, 'notification-progress', () => progress.waitFor(), { show: progress });
 
     await page.goto(`${base}/dashboard#/notifications/${toUsers}`);
-    const dueRows = page.locator('table[aria-labelledby="due-heading"] tbody tr');
-    // Sent in the minute it names: Tokyo (UTC+9) reaches that time 15 hours later.
-    const due = new Date(Date.parse((await app.notification(toUsers)).created_at) + 15 * 3_600_000);
-    due.setUTCMinutes(0, 0, 0);
-    const tokyoHour = await page.evaluate((iso) => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' }).format(new Date(iso)), due.toISOString());
+    const tokyoHour = await tokyoHourOf(toUsers);
     await waitFor(() => dueRows.allInnerTexts(), (rows) => rows.length === 1 && rows[0] === `${tokyoHour}\t2`, 20_000);
     await progress.locator('.push-summary').filter({ hasText: /2 accepted[\s\S]*2 still to push/ }).waitFor();
     await checkViewAtWidths(browser, page, 'notification-due-hours', () => dueRows.first().waitFor(), { show: progress });

@@ -3,7 +3,7 @@
 // back-off.
 import { fromAudience, toAudience, emptyAudience, type AudienceDraft } from '../dashboard/src/audience-draft.ts';
 import { buildSend, emptyDraft, idempotencyKeys, type MessageDraft } from '../dashboard/src/compose.ts';
-import { dueByHour, followMs, nextReadMs, progressOf } from '../dashboard/src/progress.ts';
+import { dueByHour, followMs, nextReadMs, progressOf, wavesDueByHour } from '../dashboard/src/progress.ts';
 import type { Notification } from '../dashboard/src/api.ts';
 
 const draft: MessageDraft = { ...emptyDraft, audience: { ...emptyAudience, tags: [{ key: 'plan', op: 'eq', value: 'pro' }] }, title: 'Sale' };
@@ -94,17 +94,42 @@ const running = (change: Partial<Notification>, statistics: Partial<Notification
   }) as Notification;
 
 describe("a running send's progress", () => {
-  test("a broadcast's walk in users of its target users, its pushes of the installations walked", () => {
-    const progress = progressOf(running({ audience: { all: true }, target_users: 8 }, { users: 3, installations: 4, accepted: 2, failed: 1 }));
+  const walking = (progress: Partial<NonNullable<Notification['progress']>>) => ({ installations: null, walked: 0, walk_ended_at: null, waves: [], ...progress });
+
+  test("a broadcast's walk in installations walked of those it has to read, its pushes of the installations walked", () => {
+    const progress = progressOf(
+      running({ audience: { all: true }, target_users: 8, progress: walking({ installations: 9, walked: 4 }) }, { users: 3, installations: 4, accepted: 2, failed: 1 }),
+    );
     expect(progress).toEqual({
-      walk: { users: 3, of: 8, percent: 37 },
+      walk: { walked: 4, of: 9, percent: 44 },
       pushes: { installations: 4, accepted: 2, failed: 1, skipped: 0, pending: 1, percent: 75 },
     });
   });
 
-  test('no walk for a send to user ids, nor for a broadcast whose target is not counted yet', () => {
+  test('a walk is 100 % only once it has ended, whatever it walked beyond its count', () => {
+    expect(progressOf(running({ progress: walking({ installations: 4, walked: 5 }) })).walk).toEqual({ walked: 5, of: 4, percent: 99 });
+    expect(progressOf(running({ progress: walking({ installations: 4, walked: 3, walk_ended_at: '2030-01-02T09:00:00.000Z' }) })).walk?.percent).toBe(100);
+    expect(progressOf(running({ progress: walking({ installations: 0 }) })).walk?.percent).toBe(0);
+  });
+
+  test('no walk for a send to user ids, nor for a broadcast whose audience is not counted yet', () => {
     expect(progressOf(running({ target_users: 3 }, { users: 3 })).walk).toBeNull();
-    expect(progressOf(running({ audience: { all: true }, target_users: 0 })).walk).toBeNull();
+    expect(progressOf(running({ audience: { all: true }, progress: walking({ walked: 1000 }) })).walk).toBeNull();
+  });
+
+  test("a local-time broadcast's installations still to walk, by the UTC hour of their wave, ended waves left out", () => {
+    const wave = (due_at: string, installations: number, walked: number, ended_at: string | null = null) => ({ due_at, installations, walked, ended_at });
+    expect(
+      wavesDueByHour([
+        wave('2030-01-02T08:00:00.000Z', 5, 5, '2030-01-02T08:00:01.000Z'),
+        wave('2030-01-02T15:45:00.000Z', 3, 0),
+        wave('2030-01-02T09:00:00.000Z', 10, 4),
+        wave('2030-01-02T15:00:00.000Z', 2, 0),
+      ]),
+    ).toEqual([
+      { hour: '2030-01-02T09:00:00Z', pushes: 6 },
+      { hour: '2030-01-02T15:00:00Z', pushes: 5 },
+    ]);
   });
 
   test('pending deliveries counted by the UTC hour they are due, those due now first', () => {

@@ -233,6 +233,17 @@ describe('a broadcast', () => {
     }
     const [notification, deliveries] = [await app.notification(id), await app.deliveries(id)];
     expect(notification).toMatchObject({ status: 'processing', completed_at: null, statistics: { installations: 4, accepted: 4 } });
+    // Its progress: what each wave has to walk, counted when they were planned, and what it walked.
+    expect(notification.progress).toEqual({
+      installations: 8,
+      walked: 4,
+      walk_ended_at: null,
+      waves: [
+        { due_at: start.toISOString(), installations: 4, walked: 4, ended_at: expect.any(String) },
+        { due_at: dueIn('America/New_York').toISOString(), installations: 2, walked: 0, ended_at: null },
+        { due_at: dueIn('Asia/Kathmandu').toISOString(), installations: 2, walked: 0, ended_at: null },
+      ],
+    });
     expect(deliveries.map((delivery) => delivery.scheduled_for)).toEqual([null, null, null, null]);
     expect(await walkEnded(id)).toBe(false);
 
@@ -244,7 +255,12 @@ describe('a broadcast', () => {
       ['accepted', dueIn('America/New_York').toISOString()],
       ['accepted', dueIn('America/New_York').toISOString()],
     ]);
-    expect(await app.notification(id)).toMatchObject({ status: 'processing', statistics: { installations: 6 } });
+    expect(await app.notification(id)).toMatchObject({ status: 'processing', statistics: { installations: 6 }, progress: { installations: 8, walked: 6 } });
+    expect((await app.notification(id)).progress?.waves.map((wave: { walked: number; ended_at: string | null }) => [wave.walked, wave.ended_at !== null])).toEqual([
+      [4, true],
+      [2, true],
+      [0, false],
+    ]);
     expect(await walkEnded(id)).toBe(false);
 
     // A cancel ends it, and drops Kathmandu's deferred wave: it never walks, nothing is written for it.
@@ -271,6 +287,7 @@ describe('a broadcast', () => {
     await makeDueNow('broadcast', waves[1].jobId);
     const done = await app.settled(id, 10_000);
     expect(done).toMatchObject({ status: 'completed', target_users: 2, statistics: { users: 2, installations: 2, accepted: 2 } });
+    expect(done.progress).toMatchObject({ installations: 2, walked: 2, walk_ended_at: expect.any(String) });
     expect(await walkEnded(id)).toBe(true);
     expect((await wavesOf(id)).map((wave) => [wave.walked, wave.ended])).toEqual([
       [1, true],

@@ -1,6 +1,7 @@
-// How far a running send has got, from what the API says of it: its statistics (installations
-// walked, pushes accepted, failed, skipped), its target users, and for a send at each device's local
-// time the due instants of its pending deliveries. Pure, so the page's figures can be checked plainly.
+// How far a running send has got, from what the API says of it: a broadcast's walk through its
+// audience (`progress`: installations walked of those it has to read), what became of the pushes of
+// the installations walked (its statistics), and for a send at each device's local time how many are
+// still due per hour. Pure, so the page's figures can be checked plainly.
 import type { Delivery, Notification } from './api.ts';
 
 const finalStatuses: ReadonlySet<Notification['status']> = new Set(['completed', 'partial', 'failed', 'cancelled']);
@@ -8,23 +9,23 @@ export const hasEnded = (notification: Notification): boolean => finalStatuses.h
 
 export type Progress = {
   /**
-   * A broadcast's walk through its audience: the users of the installations walked so far, of the
-   * target users counted when it started (null until they are counted, and for a send to user ids,
-   * whose fanout is one step). Users, not installations: the document counts an audience's target in users.
+   * A broadcast's walk through its audience: the installations walked so far, of those it has to
+   * read (counted as it starts; null until then, and for any other send, whose fanout is one step).
    */
-  walk: { users: number; of: number; percent: number } | null;
+  walk: { walked: number; of: number; percent: number } | null;
   /** The installations walked so far and what became of their pushes; `pending` is not pushed yet. */
   pushes: { installations: number; accepted: number; failed: number; skipped: number; pending: number; percent: number };
 };
 
 export function progressOf(notification: Notification): Progress {
   const s = notification.statistics;
-  const broadcast = Boolean(notification.audience);
-  const ofUsers = notification.target_users;
+  const of = notification.progress?.installations ?? null;
+  const walked = notification.progress?.walked ?? 0;
+  const walkEnded = Boolean(notification.progress?.walk_ended_at);
   const walk =
-    broadcast && ofUsers > 0
-      ? { users: s.users, of: ofUsers, percent: notification.completed_at ? 100 : Math.min(100, Math.floor((s.users / ofUsers) * 100)) }
-      : null;
+    of === null
+      ? null
+      : { walked, of, percent: walkEnded ? 100 : of > 0 ? Math.min(99, Math.floor((walked / of) * 100)) : 0 };
   const done = s.accepted + s.failed + s.skipped;
   const pending = Math.max(0, s.installations - done);
   return {
@@ -55,6 +56,22 @@ export function dueByHour(pending: Pick<Delivery, 'scheduled_for'>[]): DueHour[]
   return [...counts.entries()]
     .map(([hour, pushes]) => ({ hour, pushes }))
     .sort((a, b) => (a.hour === null ? -1 : b.hour === null ? 1 : a.hour.localeCompare(b.hour)));
+}
+
+type Wave = NonNullable<Notification['progress']>['waves'][number];
+
+/**
+ * A local-time broadcast's installations still to walk, by the UTC hour their wave is due in: each
+ * wave not ended counts what it has not walked yet (its deliveries are written when it is walked).
+ */
+export function wavesDueByHour(waves: Wave[]): DueHour[] {
+  const counts = new Map<string, number>();
+  for (const wave of waves) {
+    if (wave.ended_at !== null) continue;
+    const hour = `${wave.due_at.slice(0, 13)}:00:00Z`;
+    counts.set(hour, (counts.get(hour) ?? 0) + Math.max(0, wave.installations - wave.walked));
+  }
+  return [...counts.entries()].map(([hour, pushes]) => ({ hour, pushes })).sort((a, b) => a.hour.localeCompare(b.hour));
 }
 
 /** The first delay between two reads of a running send, and the longest it grows to while nothing changes. */

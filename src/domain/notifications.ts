@@ -16,6 +16,7 @@ import {
   type FinishedNotification,
   type KeyClaim,
   type KeyRow,
+  type BroadcastProgressRow,
   type NotificationRow,
 } from '../db/sql/notifications.ts';
 import { deleteExpiredKeys } from '../db/sql/retention.ts';
@@ -309,6 +310,20 @@ export function reportNotificationEnd(logger: Logger, notification: FinishedNoti
   );
 }
 
+function broadcastProgress(progress: BroadcastProgressRow): Schemas['BroadcastProgress'] {
+  return {
+    installations: progress.installations,
+    walked: progress.walked,
+    walk_ended_at: progress.walkEndedAt?.toISOString() ?? null,
+    waves: progress.waves.map((wave) => ({
+      due_at: wave.dueAt.toISOString(),
+      installations: wave.installations,
+      walked: wave.walked,
+      ended_at: wave.endedAt?.toISOString() ?? null,
+    })),
+  };
+}
+
 export function notificationView(notification: NotificationRow): NotificationView {
   return {
     id: notification.id,
@@ -318,6 +333,7 @@ export function notificationView(notification: NotificationRow): NotificationVie
     // Only for a send to an audience: a user_ids send reads (and webhooks carry) what they always did.
     ...(notification.audience === null ? {} : { audience: notification.audience }),
     ...(notification.segment === null ? {} : { segment: notification.segment }),
+    ...(notification.progress === null ? {} : { progress: broadcastProgress(notification.progress) }),
     statistics: notificationStatistics(notification),
     created_at: notification.createdAt.toISOString(),
     scheduled_for: notification.scheduledFor?.toISOString() ?? null,

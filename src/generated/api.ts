@@ -1631,6 +1631,59 @@ export interface components {
             data?: components["schemas"]["JsonObject"];
             options?: components["schemas"]["NotificationOptions"];
         };
+        /**
+         * @description (1.5.0) A send to an audience is walked: its matching installations are read in bounded
+         *     batches, and each batch's pushes start while the walk goes on. `walked` counts the
+         *     installations read so far (each becomes a delivery, pushed or skipped, as `statistics`
+         *     count them); `installations` is how many the walk has to read, counted when it starts:
+         *     the active installations matching the audience then, those a push skips (permission
+         *     denied) included, so it can differ from the eligible count of
+         *     `POST /api/v1/audiences/count`. An installation registered or changed after that count may
+         *     be walked too, so `walked` can end a little above or below it.
+         * @example {
+         *       "installations": 812344,
+         *       "walked": 301000,
+         *       "walk_ended_at": null,
+         *       "waves": []
+         *     }
+         */
+        BroadcastProgress: {
+            /**
+             * @description The installations the walk has to read, counted when it starts (for a send at
+             *     `options.local_time`, when its waves are planned); null before that.
+             */
+            installations: number | null;
+            /** @description The installations walked so far. */
+            walked: number;
+            /**
+             * Format: date-time
+             * @description When the walk read its last installation (for a local-time send, when its last wave
+             *     did); the notification ends once the pushes of what it walked are recorded.
+             */
+            walk_ended_at: string | null;
+            /**
+             * @description For a send at `options.local_time`: one wave per instant its installations are due,
+             *     soonest first, each walked at its instant over the installations whose time zone is
+             *     due then. Empty for any other send, and before the waves are planned.
+             */
+            waves: components["schemas"]["BroadcastWave"][];
+        };
+        BroadcastWave: {
+            /**
+             * Format: date-time
+             * @description When its installations' pushes are due (the send's start for those due at once).
+             */
+            due_at: string;
+            /** @description The installations of its time zones when the waves were planned. */
+            installations: number;
+            /** @description Those walked so far; `installations - walked` are still to come at `due_at`. */
+            walked: number;
+            /**
+             * Format: date-time
+             * @description When the wave read its last installation; null while it waits or runs.
+             */
+            ended_at: string | null;
+        };
         /** @description Counters of the fanout and of the events reported on its deliveries. */
         Statistics: {
             /**
@@ -1695,6 +1748,11 @@ export interface components {
             audience?: components["schemas"]["Audience"];
             /** @description (1.3.0) Present only for a send to a segment: its name. */
             segment?: components["schemas"]["SegmentName"];
+            /**
+             * @description (1.5.0) Present only for a send to an audience or a segment: how far its walk through
+             *     the audience has got, which `statistics` alone cannot say while it runs.
+             */
+            progress?: components["schemas"]["BroadcastProgress"];
             statistics: components["schemas"]["Statistics"];
             /** Format: date-time */
             created_at: string | null;

@@ -24,7 +24,8 @@ import {
   insertWaves,
   lockWalkStep,
   readWave,
-  setTargetUsers,
+  setAudienceSize,
+  countWalk,
   walkAudience,
   walkProgress,
   wavesPlanned,
@@ -132,6 +133,8 @@ export async function runBroadcast(
         skips: fanout.skips,
         total: step.walked + walked.candidates.length,
         uncounted: step.targetUsers === 0 ? step.audience : null,
+        // A local-time broadcast's waves counted what it has to walk when they were planned.
+        walkCounted: Boolean(rule),
       };
     });
     if (!batch) break;
@@ -142,15 +145,17 @@ export async function runBroadcast(
     }
     if (batch.uncounted && !counted) {
       // target_users: the count /audiences/count gives, taken as the walk starts (once: a walk
-      // resumed finds it written). Once its first batch has committed, so that the first pushes
-      // do not wait for a count of the whole audience.
+      // resumed finds it written), with what the walk has to read. Once its first batch has
+      // committed, so that the first pushes do not wait for a count of the whole audience.
       counted = true;
-      const { users } = await em.fork().transactional(async (tx) => {
-        const count = await countAudience(tx, job.applicationId, batch.uncounted!);
-        await setTargetUsers(tx, id, count.users);
-        return count;
+      const audience = batch.uncounted;
+      const size = await em.fork().transactional(async (tx) => {
+        const { users } = await countAudience(tx, job.applicationId, audience);
+        const installations = batch.walkCounted ? null : await countWalk(tx, job.applicationId, audience);
+        await setAudienceSize(tx, id, { users, installations });
+        return { users, installations };
       });
-      context.logger.info({ notificationId: id, targetUsers: users }, 'broadcast audience counted');
+      context.logger.info({ notificationId: id, targetUsers: size.users, installations: size.installations }, 'broadcast audience counted');
     }
     walkedHere += batch.walked;
     for (const [platform, counts] of batch.skips) deliveriesEnded(platform, counts);
@@ -183,7 +188,12 @@ async function queueWaves(tx: EntityManager, context: JobContext, job: FanoutJob
   const id = job.notificationId;
   const values = await audienceTimezones(tx, step.applicationId, step.audience);
   const start = step.scheduledFor ?? step.createdAt;
-  const waves = planWaves(values.map((value) => value.timezone), rule, start).map((wave) => ({ ...wave, jobId: newId() }));
+  const byZone = new Map(values.map((value) => [value.timezone, value.installations]));
+  const waves = planWaves(values.map((value) => value.timezone), rule, start).map((wave) => ({
+    ...wave,
+    jobId: newId(),
+    installations: [...wave.timezones, ...(wave.coversNull ? [null] : [])].reduce((sum, zone) => sum + (byZone.get(zone) ?? 0), 0),
+  }));
   if (waves.length === 0) {
     await advanceWalk(tx, id, { last: null, walked: 0, ended: true });
     context.logger.info({ notificationId: id }, 'broadcast at local time: no installation matched, walk ended');
@@ -198,14 +208,13 @@ async function queueWaves(tx: EntityManager, context: JobContext, job: FanoutJob
     ...(wave.dueAt.getTime() > now ? { startAfter: wave.dueAt } : {}),
   }));
   await context.boss.insert(queues.broadcast, walks, { db: fromKysely(tx.getKysely()) });
-  const installations = new Map(values.map((value) => [value.timezone, value.installations]));
   context.logger.info(
     {
       notificationId: id,
       waves: waves.map((wave) => ({
         dueAt: wave.dueAt.toISOString(),
         timezones: wave.timezones.length + (wave.coversNull ? 1 : 0),
-        installations: [...wave.timezones, ...(wave.coversNull ? [null] : [])].reduce((sum, zone) => sum + (installations.get(zone) ?? 0), 0),
+        installations: wave.installations,
       })),
     },
     'broadcast at local time: waves planned',

@@ -182,6 +182,8 @@ describe('broadcast', () => {
     const notification = await other.settled(id, 60_000);
     expect(notification.status).toBe('completed');
     expect(notification.statistics.installations).toBe(2_000 / 4);
+    // Its progress: the matching installations counted as the walk started (the denied included), all walked.
+    expect(notification.progress).toEqual({ installations: 2_000 / 4, walked: 2_000 / 4, walk_ended_at: expect.any(String), waves: [] });
     const [{ foreign }] = await pipeline.harness.orm.em.fork().execute<{ foreign: number }[]>(
       `select count(*)::int as foreign from deliveries d join installations i on i.id = d.installation_id
         where d.notification_id = ? and (i.application_id <> ? or i.tags->>'plan' <> 'pro')`,

@@ -34,7 +34,7 @@ export function stagesOf(notification: Notification, breakdown: BreakdownRow[]):
   return [
     { label: 'Users', count: s.users, kind: 'flow', detail: `of ${formatNumber(notification.target_users)} targeted` },
     { label: 'Installations', count: s.installations, kind: 'flow' },
-    { label: 'Accepted', count: s.accepted, kind: 'flow', detail: 'by APNs or FCM' },
+    { label: 'Accepted', count: s.accepted, kind: 'flow', detail: 'by APNs, FCM or Web Push' },
     { label: 'Received', count: s.received, kind: 'flow' },
     { label: 'Displayed', count: s.displayed, kind: 'flow' },
     { label: 'Opened', count: s.opened, kind: 'flow' },

@@ -1,12 +1,13 @@
 // A running send on its notification's page: a progress bar (a broadcast's walk through its
 // audience, and the outcome of the pushes of the installations walked so far) and, for a send at
-// each device's local time, how many pushes are still due in each hour.
+// each device's local time, how many pushes are still due in each hour (a broadcast's from its
+// waves, a send to users' from its pending deliveries).
 import type { ComponentChildren } from 'preact';
 import type { Notification } from '../api.ts';
 import { ErrorNote } from '../components.tsx';
 import { useLoad, useReloadOn } from '../context.ts';
 import { formatHour, formatNumber } from '../format.ts';
-import { dueByHour, hasEnded, progressOf } from '../progress.ts';
+import { dueByHour, hasEnded, progressOf, wavesDueByHour, type DueHour } from '../progress.ts';
 
 function Bar({ label, percent, children }: { label: string; percent: number; children: ComponentChildren }) {
   return (
@@ -24,7 +25,7 @@ export function ProgressSection({ notification }: { notification: Notification }
   return (
     <section aria-labelledby="progress-heading" class="progress-section">
       <h2 id="progress-heading">Progress</h2>
-      {notification.audience && (
+      {notification.progress && (
         <>
           <h3>Audience walked</h3>
           {walk ? (
@@ -33,12 +34,12 @@ export function ProgressSection({ notification }: { notification: Notification }
                 <span class="seg-walked" style={{ width: `${walk.percent}%` }} />
               </Bar>
               <p class="walk-summary">
-                {walk.percent} %: installations of {formatNumber(walk.users)} of the {formatNumber(walk.of)} target users walked
-                ({formatNumber(pushes.installations)} installations).
+                {walk.percent} %: {formatNumber(walk.walked)} of {formatNumber(walk.of)} installations walked, for{' '}
+                {formatNumber(notification.target_users)} target users.
               </p>
             </>
           ) : (
-            <p class="hint">The walk has started; its target users are counted once its first batch is written.</p>
+            <p class="hint">The walk has started; its audience is counted once its first batch is written.</p>
           )}
         </>
       )}
@@ -66,8 +67,16 @@ export function ProgressSection({ notification }: { notification: Notification }
 const duePages = 10;
 const duePageSize = 100;
 
-/** Pushes still due per hour, from the pending deliveries' `scheduled_for`, re-read as the send's figures move. */
+/**
+ * Pushes still due per hour: a broadcast's from its waves (what each has still to walk); a send to
+ * users from its pending deliveries' `scheduled_for`, re-read as the send's figures move.
+ */
 function DueHours({ notification }: { notification: Notification }) {
+  if (notification.progress) return <DueTable notification={notification} hours={wavesDueByHour(notification.progress.waves)} more={false} />;
+  return <PendingDueHours notification={notification} />;
+}
+
+function PendingDueHours({ notification }: { notification: Notification }) {
   const pending = useLoad(async (herald) => {
     const deliveries = [];
     let cursor: string | undefined;
@@ -82,7 +91,10 @@ function DueHours({ notification }: { notification: Notification }) {
   useReloadOn(JSON.stringify(notification.statistics), pending.reload);
   if (pending.error) return <ErrorNote error={pending.error} ability="notifications:read" />;
   if (!pending.data) return null;
-  const { hours, more } = pending.data;
+  return <DueTable notification={notification} hours={pending.data.hours} more={pending.data.more} />;
+}
+
+function DueTable({ notification, hours, more }: { notification: Notification; hours: DueHour[]; more: boolean }) {
   return (
     <>
       <h3 id="due-heading">Still due, by hour (at {notification.options.local_time as string} in each device's time zone)</h3>
@@ -110,12 +122,6 @@ function DueHours({ notification }: { notification: Notification }) {
             </tbody>
           </table>
         </div>
-      )}
-      {notification.audience && (
-        <p class="hint">
-          A broadcast's installations are written when their time zone's hour comes (a wave of the walk): the hours of waves not started yet are not
-          counted here.
-        </p>
       )}
     </>
   );

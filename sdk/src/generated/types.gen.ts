@@ -697,6 +697,62 @@ export type NotificationSend = {
 };
 
 /**
+ * (1.5.0) A send to an audience is walked: its matching installations are read in bounded
+ * batches, and each batch's pushes start while the walk goes on. `walked` counts the
+ * installations read so far (each becomes a delivery, pushed or skipped, as `statistics`
+ * count them); `installations` is how many the walk has to read, counted when it starts:
+ * the active installations matching the audience then, those a push skips (permission
+ * denied) included, so it can differ from the eligible count of
+ * `POST /api/v1/audiences/count`. An installation registered or changed after that count may
+ * be walked too, so `walked` can end a little above or below it.
+ *
+ */
+export type BroadcastProgress = {
+    /**
+     * The installations the walk has to read, counted when it starts (for a send at
+     * `options.local_time`, when its waves are planned); null before that.
+     *
+     */
+    installations: number | null;
+    /**
+     * The installations walked so far.
+     */
+    walked: number;
+    /**
+     * When the walk read its last installation (for a local-time send, when its last wave
+     * did); the notification ends once the pushes of what it walked are recorded.
+     *
+     */
+    walk_ended_at: string | null;
+    /**
+     * For a send at `options.local_time`: one wave per instant its installations are due,
+     * soonest first, each walked at its instant over the installations whose time zone is
+     * due then. Empty for any other send, and before the waves are planned.
+     *
+     */
+    waves: Array<BroadcastWave>;
+};
+
+export type BroadcastWave = {
+    /**
+     * When its installations' pushes are due (the send's start for those due at once).
+     */
+    due_at: string;
+    /**
+     * The installations of its time zones when the waves were planned.
+     */
+    installations: number;
+    /**
+     * Those walked so far; `installations - walked` are still to come at `due_at`.
+     */
+    walked: number;
+    /**
+     * When the wave read its last installation; null while it waits or runs.
+     */
+    ended_at: string | null;
+};
+
+/**
  * Counters of the fanout and of the events reported on its deliveries.
  */
 export type Statistics = {
@@ -785,6 +841,12 @@ export type Notification = {
      * (1.3.0) Present only for a send to a segment: its name.
      */
     segment?: SegmentName;
+    /**
+     * (1.5.0) Present only for a send to an audience or a segment: how far its walk through
+     * the audience has got, which `statistics` alone cannot say while it runs.
+     *
+     */
+    progress?: BroadcastProgress;
     statistics: Statistics;
     created_at: string | null;
     /**

@@ -81,18 +81,31 @@ export async function audienceTimezones(db: Db, applicationId: string, audience:
   );
 }
 
-/** Stores a broadcast's planned waves, each with the id of the walk job queued for it. */
-export async function insertWaves(db: Db, notificationId: string, applicationId: string, waves: (WaveZones & { dueAt: Date; jobId: string })[]): Promise<void> {
+/**
+ * Stores a broadcast's planned waves, each with the id of the walk job queued for it and the
+ * installations of its time zones, and their sum as what the whole walk has to read (progress).
+ */
+export async function insertWaves(
+  db: Db,
+  notificationId: string,
+  applicationId: string,
+  waves: (WaveZones & { dueAt: Date; jobId: string; installations: number })[],
+): Promise<void> {
   if (waves.length === 0) return;
   await run(
     db,
     sql`
-      insert into broadcast_waves (notification_id, due_at, application_id, timezones, covers_null, job_id)
-      select ${notificationId}, w.due_at, ${applicationId}, array(select jsonb_array_elements_text(w.timezones)), w.covers_null, w.job_id
-        from unnest(${arrayLiteral(waves.map((wave) => wave.dueAt.toISOString()))}::timestamptz[],
-                    ${arrayLiteral(waves.map((wave) => JSON.stringify(wave.timezones)))}::jsonb[],
-                    ${arrayLiteral(waves.map((wave) => String(wave.coversNull)))}::boolean[],
-                    ${arrayLiteral(waves.map((wave) => wave.jobId))}::uuid[]) as w(due_at, timezones, covers_null, job_id)`,
+      with waves as (
+        insert into broadcast_waves (notification_id, due_at, application_id, timezones, covers_null, job_id, installations)
+        select ${notificationId}, w.due_at, ${applicationId}, array(select jsonb_array_elements_text(w.timezones)), w.covers_null, w.job_id, w.installations
+          from unnest(${arrayLiteral(waves.map((wave) => wave.dueAt.toISOString()))}::timestamptz[],
+                      ${arrayLiteral(waves.map((wave) => JSON.stringify(wave.timezones)))}::jsonb[],
+                      ${arrayLiteral(waves.map((wave) => String(wave.coversNull)))}::boolean[],
+                      ${arrayLiteral(waves.map((wave) => wave.jobId))}::uuid[],
+                      ${arrayLiteral(waves.map((wave) => String(wave.installations)))}::int[]) as w(due_at, timezones, covers_null, job_id, installations)
+        returning installations
+      )
+      update notifications set audience_installations = (select sum(installations) from waves) where id = ${notificationId}`,
   );
 }
 
@@ -211,9 +224,32 @@ export async function advanceWave(db: Db, notificationId: string, dueAt: Date, s
   return found.walkEnded;
 }
 
-/** `target_users` of an audience send, counted when its walk starts (countAudience); written once. */
-export async function setTargetUsers(db: Db, notificationId: string, users: number): Promise<void> {
-  await run(db, sql`update notifications set target_users = ${users} where id = ${notificationId} and target_users = 0`);
+/**
+ * What an audience send's walk has to read: its active installations matching the audience now,
+ * those a push skips included (the walk reads them too). The count behind its progress.
+ */
+export async function countWalk(db: Db, applicationId: string, audience: Audience): Promise<number> {
+  const [found] = await rows(
+    db,
+    sql<{ installations: number }>`
+      select count(*)::int as installations from installations i
+       where i.application_id = ${applicationId} and i.status = 'active' and ${audienceCondition(audience)}`,
+  );
+  return found.installations;
+}
+
+/**
+ * An audience send's figures counted when its walk starts, written once: `target_users`
+ * (countAudience) and, unless its waves already gave it, what the walk has to read (countWalk).
+ */
+export async function setAudienceSize(db: Db, notificationId: string, size: { users: number; installations: number | null }): Promise<void> {
+  await run(
+    db,
+    sql`update notifications
+           set target_users = case when target_users = 0 then ${size.users}::int else target_users end,
+               audience_installations = coalesce(audience_installations, ${size.installations}::int)
+         where id = ${notificationId}`,
+  );
 }
 
 /**

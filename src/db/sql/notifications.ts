@@ -34,29 +34,62 @@ export type NotificationRow = {
   receivedCount: number;
   displayedCount: number;
   openedCount: number;
+  /** A send to an audience: its walk's progress (null for any other send). */
+  progress: BroadcastProgressRow | null;
 };
 
-// user_ids stays in the table: up to 500 ids a row, which a view never shows.
-const notificationColumns = sql`
-  id, status, title, body, image_url as "imageUrl", action_url as "actionUrl", localizations, data, options,
-  audience, segment, target_users as "targetUsers", created_at as "createdAt", scheduled_for as "scheduledFor",
-  processing_started_at as "processingStartedAt",
-  completed_at as "completedAt", users_count as "usersCount", installations_count as "installationsCount",
-  accepted_count as "acceptedCount", failed_count as "failedCount", skipped_count as "skippedCount",
-  received_count as "receivedCount", displayed_count as "displayedCount", opened_count as "openedCount"`;
+/** A broadcast's walk: what it has to read (null until counted), what it has read, its waves. */
+export type BroadcastProgressRow = {
+  installations: number | null;
+  walked: number;
+  walkEndedAt: Date | null;
+  waves: { dueAt: Date; installations: number; walked: number; endedAt: Date | null }[];
+};
 
-const notificationRow = (row: NotificationRow): NotificationRow => ({
+// user_ids stays in the table: up to 500 ids a row, which a view never shows. Every statement
+// that reads them names the notifications table `n`. A broadcast's waves (a few dozen at most: one
+// per distinct due instant) come from their primary key, and only for a local-time broadcast.
+const notificationColumns = sql`
+  n.id, n.status, n.title, n.body, n.image_url as "imageUrl", n.action_url as "actionUrl", n.localizations, n.data, n.options,
+  n.audience, n.segment, n.target_users as "targetUsers", n.created_at as "createdAt", n.scheduled_for as "scheduledFor",
+  n.processing_started_at as "processingStartedAt",
+  n.completed_at as "completedAt", n.users_count as "usersCount", n.installations_count as "installationsCount",
+  n.accepted_count as "acceptedCount", n.failed_count as "failedCount", n.skipped_count as "skippedCount",
+  n.received_count as "receivedCount", n.displayed_count as "displayedCount", n.opened_count as "openedCount",
+  case when n.audience is not null then jsonb_build_object(
+    'installations', n.audience_installations, 'walked', n.walked, 'walkEndedAt', n.walk_ended_at,
+    'waves', case when n.options ? 'local_time' then (
+      select coalesce(jsonb_agg(jsonb_build_object('dueAt', w.due_at, 'installations', w.installations, 'walked', w.walked, 'endedAt', w.ended_at)
+                                order by w.due_at), '[]')
+        from broadcast_waves w where w.notification_id = n.id) else '[]' end) end as progress`;
+
+type StoredProgress = Omit<BroadcastProgressRow, 'walkEndedAt' | 'waves'> & {
+  walkEndedAt: string | null;
+  waves: { dueAt: string; installations: number; walked: number; endedAt: string | null }[];
+};
+
+/** A notification as its statements return it: the progress is JSON, its instants text. */
+type StoredNotificationRow = Omit<NotificationRow, 'progress'> & { progress: StoredProgress | null };
+
+const dateOrNull = (value: string | null): Date | null => (value === null ? null : asDate(value));
+
+const notificationRow = (row: StoredNotificationRow): NotificationRow => ({
   ...row,
   createdAt: asDate(row.createdAt),
   scheduledFor: row.scheduledFor && asDate(row.scheduledFor),
   processingStartedAt: row.processingStartedAt && asDate(row.processingStartedAt),
   completedAt: row.completedAt && asDate(row.completedAt),
+  progress: row.progress && {
+    ...row.progress,
+    walkEndedAt: dateOrNull(row.progress.walkEndedAt),
+    waves: row.progress.waves.map((wave) => ({ ...wave, dueAt: asDate(wave.dueAt), endedAt: dateOrNull(wave.endedAt) })),
+  },
 });
 
 export async function findNotificationRow(db: Db, applicationId: string, id: string): Promise<NotificationRow | undefined> {
   const [row] = await rows(
     db,
-    sql<NotificationRow>`select ${notificationColumns} from notifications where id = ${id} and application_id = ${applicationId}`,
+    sql<StoredNotificationRow>`select ${notificationColumns} from notifications n where n.id = ${id} and n.application_id = ${applicationId}`,
   );
   return row && notificationRow(row);
 }
@@ -71,14 +104,14 @@ export async function listNotificationRows(
   applicationId: string,
   page: { limit: number; before?: string; status?: NotificationRow['status'] },
 ): Promise<NotificationRow[]> {
-  const before = page.before === undefined ? sql`` : sql`and id < ${page.before}`;
-  const status = page.status === undefined ? sql`` : sql`and status = ${page.status}`;
+  const before = page.before === undefined ? sql`` : sql`and n.id < ${page.before}`;
+  const status = page.status === undefined ? sql`` : sql`and n.status = ${page.status}`;
   const found = await rows(
     db,
-    sql<NotificationRow>`
-      select ${notificationColumns} from notifications
-       where application_id = ${applicationId} ${before} ${status}
-       order by id desc limit ${page.limit}`,
+    sql<StoredNotificationRow>`
+      select ${notificationColumns} from notifications n
+       where n.application_id = ${applicationId} ${before} ${status}
+       order by n.id desc limit ${page.limit}`,
   );
   return found.map(notificationRow);
 }
@@ -135,9 +168,9 @@ export async function insertNotification(
   const targetUsers = n.audience !== null ? 0 : (n.installationIds?.length ?? n.userIds.length);
   const [stored] = await rows(
     db,
-    sql<NotificationRow>`
+    sql<StoredNotificationRow>`
       with claimed as (${claimed}), stored as (
-        insert into notifications
+        insert into notifications as n
           (id, application_id, status, title, body, image_url, action_url, localizations, data, options, user_ids, installation_ids,
            created_at, scheduled_for, audience, segment, target_users)
         select ${n.id}, ${n.applicationId}, 'queued', ${n.title}, ${n.body}, ${n.imageUrl}, ${n.actionUrl},
@@ -241,7 +274,7 @@ export async function completeNotifications(
   if (endings.length === 0) return [];
   const ended = await rows(
     db,
-    sql<FinishedNotification>`
+    sql<StoredNotificationRow & { applicationId: string; completedAt: Date }>`
       update notifications n set status = case when n.status = 'cancelled' then n.status else e.final_status end, completed_at = now()
         from unnest(${arrayLiteral(endings.map((e) => e.notificationId))}::uuid[], ${arrayLiteral(endings.map((e) => e.status))}::text[]) as e(ending_id, final_status)
        where n.id = e.ending_id and n.completed_at is null
