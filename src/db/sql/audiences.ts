@@ -16,6 +16,12 @@ const contains = (key: string, value: string) => sql<boolean>`i.tags @> ${JSON.s
  * `-`, is the tag or starts with the tag and a separator (`-`, or POSIX's `.`/`@` suffixes).
  */
 export function audienceCondition(audience: Audience): RawBuilder<boolean> {
+  const conditions = audienceConditions(audience);
+  return conditions.length === 0 ? sql<boolean>`true` : sql<boolean>`(${sql.join(conditions, sql` and `)})`;
+}
+
+/** The audience's conditions, none for `all: true`. */
+function audienceConditions(audience: Audience): RawBuilder<boolean>[] {
   const conditions: RawBuilder<boolean>[] = [];
   if (audience.platforms && audience.platforms.length > 0) {
     conditions.push(sql<boolean>`i.platform = any(${arrayLiteral(audience.platforms)}::text[])`);
@@ -50,7 +56,7 @@ export function audienceCondition(audience: Audience): RawBuilder<boolean> {
   if (audience.active_within_days !== undefined) {
     conditions.push(sql<boolean>`i.last_seen_at >= now() - make_interval(days => ${audience.active_within_days})`);
   }
-  return conditions.length === 0 ? sql<boolean>`true` : sql<boolean>`(${sql.join(conditions, sql` and `)})`;
+  return conditions;
 }
 
 /**
@@ -76,31 +82,44 @@ const countSettings = { work_mem: '128MB', jit: 'off', parallel_setup_cost: '0',
  * that transaction alone.
  *
  * Two parts. Installations that share no identifier (`identifier_shared` false: nearly all) count
- * as themselves, grouped by user: with no tag condition, read in user order from the audience index
+ * as themselves, grouped by user. For `all: true` that part is kept up to date by the installation
+ * writes themselves (triggers of Migration20261206090000: per user, how many of their installations
+ * count; per application, rows of differences summed here), so it reads a few rows, not a million;
+ * with conditions it is computed: with no tag condition, read in user order from the audience index
  * alone, so distinct users are counted as the scan goes. The few that share one are grouped by
  * identifier, the installation that keeps it picked as classify picks it (domain/fanout.ts: the
- * most recently seen), and its user counted unless the first part already counted them.
+ * most recently seen), and its user counted unless the first part already counted them. Those few
+ * are read from their own small index before the filter applies (`materialized`): left to choose,
+ * the planner combined that index with the tag index's bitmap, reading the tags' whole posting
+ * lists a second time for a few thousand rows.
  */
 export async function countAudience(db: Db, applicationId: string, audience: Audience): Promise<AudienceCount> {
+  const everyone = audienceConditions(audience).length === 0;
   const matches = sql`i.application_id = ${applicationId} and i.status = 'active' and ${eligibleForVisiblePush} and ${audienceCondition(audience)}`;
   await rows(db, sql`select ${sql.join(Object.entries(countSettings).map(([name, value]) => sql`set_config(${name}, ${value}, true)`))}`);
+  const single = everyone
+    ? sql`select coalesce(sum(t.installations), 0) as installations, coalesce(sum(t.users), 0) as users
+            from audience_totals t where t.application_id = ${applicationId}`
+    : sql`select coalesce(sum(g.installations), 0) as installations,
+                 count(*) filter (where g.user_id is not null) + coalesce(sum(g.installations) filter (where g.user_id is null), 0) as users
+            from (select i.user_id, count(*) as installations from installations i
+                   where ${matches} and not i.identifier_shared group by i.user_id) g`;
+  const countedAlready = everyone
+    ? sql`exists (select from audience_users u where u.application_id = ${applicationId} and u.user_id = d.user_id)`
+    : sql`exists (select from installations i where i.user_id = d.user_id and ${matches} and not i.identifier_shared)`;
   const [count] = await rows(
     db,
     sql<AudienceCount>`
-      with single as (
-        select coalesce(sum(g.installations), 0) as installations,
-               count(*) filter (where g.user_id is not null) + coalesce(sum(g.installations) filter (where g.user_id is null), 0) as users
-          from (select i.user_id, count(*) as installations from installations i
-                 where ${matches} and not i.identifier_shared group by i.user_id) g
+      with single as (${single}), holders as materialized (
+        select i.* from installations i where i.application_id = ${applicationId} and i.identifier_shared and i.status = 'active'
       ), devices as (
         select distinct on (i.platform, i.provider_identifier) i.user_id
-          from installations i
-         where ${matches} and i.identifier_shared
+          from holders i
+         where ${matches}
          order by i.platform, i.provider_identifier, i.last_seen_at desc, i.id desc
       ), shared as (
         select count(*) as installations,
-               count(distinct d.user_id) filter (where d.user_id is not null and not exists (
-                 select from installations i where i.user_id = d.user_id and ${matches} and not i.identifier_shared))
+               count(distinct d.user_id) filter (where d.user_id is not null and not ${countedAlready})
                + count(*) filter (where d.user_id is null) as users
           from devices d
       )
@@ -108,4 +127,27 @@ export async function countAudience(db: Db, applicationId: string, audience: Aud
         from single s, shared h`,
   );
   return count;
+}
+
+/**
+ * Folds each application's rows of `audience_totals` into one (what the kept `all: true` count
+ * sums), and answers how many rows it removed. Rows a concurrent write adds meanwhile are left for
+ * the next run, and a concurrent fold skips the rows this one deleted: the sums stay exact.
+ */
+export async function foldAudienceTotals(db: Db): Promise<number> {
+  const [{ folded }] = await rows(
+    db,
+    sql<{ folded: number }>`
+      with gone as (
+        delete from audience_totals t
+         where t.application_id in (select application_id from audience_totals group by application_id having count(*) > 1)
+        returning t.application_id, t.installations, t.users
+      ), folded as (
+        insert into audience_totals (application_id, installations, users)
+        select application_id, sum(installations), sum(users) from gone group by application_id
+        returning 1
+      )
+      select ((select count(*) from gone) - (select count(*) from folded))::int as folded`,
+  );
+  return folded;
 }

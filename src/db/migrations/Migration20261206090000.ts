@@ -1,0 +1,115 @@
+import { Migration } from '@mikro-orm/migrations';
+
+// Whether an installation row counts in the kept audience count: eligible for a visible push
+// (db/sql/audiences.ts eligibleForVisiblePush) and sharing no identifier (those few are grouped by
+// identifier live). 1 or 0, so that a change is a difference of two of them.
+const kept = (row: string) =>
+  `(case when ${row}.status = 'active' and ${row}.permission <> 'denied' and not (${row}.platform = 'ios' and ${row}.permission = 'not_determined')
+          and not ${row}.identifier_shared then 1 else 0 end)`;
+
+export class Migration20261206090000 extends Migration {
+
+  override name = 'Migration20261206090000';
+
+  override up(): void | Promise<void> {
+    // An `all: true` count read from what installation writes keep up to date, rather than from a
+    // million index entries grouped by user (db/sql/audiences.ts countAudience). Per user, how many
+    // of their installations count: what tells a user's first installation from their second.
+    this.addSql(`create table "audience_users" (
+      "application_id" uuid not null references "applications" ("id") on delete cascade,
+      "user_id" text not null,
+      "installations" int not null,
+      primary key ("application_id", "user_id"));`);
+    // The totals as rows of differences, summed on read: each write appends its own row, so
+    // concurrent registrations never wait on one counter row (nor deadlock over several);
+    // housekeeping folds them into one row per application (worker/maintenance.ts).
+    this.addSql(`create table "audience_totals" (
+      "id" bigint generated always as identity primary key,
+      "application_id" uuid not null references "applications" ("id") on delete cascade,
+      "installations" bigint not null,
+      "users" bigint not null);`);
+    this.addSql(`create index "audience_totals_application_id_index" on "audience_totals" ("application_id");`);
+
+    // Applies changes of the kept count, one (application, user, difference) each; a null user is
+    // an installation without one, which counts as a user of its own. A user is counted while they
+    // have an installation that counts. Changes of an application being deleted are dropped (its
+    // rows go with it by cascade, and an insert naming it would fail its foreign key).
+    this.addSql(`create function "audience_apply"(application_ids uuid[], user_ids text[], differences int[]) returns void language plpgsql as $$
+      begin
+        with change as (
+          select c.application_id, c.user_id, sum(c.difference)::int as difference
+            from unnest(application_ids, user_ids, differences) c (application_id, user_id, difference)
+           where exists (select from applications a where a.id = c.application_id)
+           group by c.application_id, c.user_id
+          having sum(c.difference) <> 0
+        ), counted as (
+          insert into audience_users as u (application_id, user_id, installations)
+          select application_id, user_id, difference from change where user_id is not null
+          on conflict (application_id, user_id) do update set installations = u.installations + excluded.installations
+          returning u.application_id, u.user_id, u.installations
+        ), totals as (
+          select c.application_id, c.difference as installations,
+                 case when u.installations > 0 and u.installations - c.difference <= 0 then 1
+                      when u.installations <= 0 and u.installations - c.difference > 0 then -1 else 0 end as users
+            from counted u join change c on c.application_id = u.application_id and c.user_id = u.user_id
+          union all
+          select application_id, difference, difference from change where user_id is null
+        )
+        insert into audience_totals (application_id, installations, users)
+        select application_id, sum(installations), sum(users) from totals group by application_id;
+        delete from audience_users u using unnest(application_ids, user_ids) c (application_id, user_id)
+         where u.application_id = c.application_id and u.user_id = c.user_id and u.installations = 0;
+      end $$;`);
+    // Inserts and deletes by statement, over their transition table: a bulk import or an
+    // application's cascade is one call, not one a row.
+    this.addSql(`create function "installations_audience_inserted"() returns trigger language plpgsql as $$
+      begin
+        perform audience_apply(array_agg(n.application_id), array_agg(n.user_id), array_agg(1))
+           from changed n where ${kept('n')} = 1 having count(*) > 0;
+        return null;
+      end $$;`);
+    this.addSql(`create function "installations_audience_deleted"() returns trigger language plpgsql as $$
+      begin
+        perform audience_apply(array_agg(o.application_id), array_agg(o.user_id), array_agg(-1))
+           from changed o where ${kept('o')} = 1 having count(*) > 0;
+        return null;
+      end $$;`);
+    // Updates by row, behind the trigger's WHEN: a registration that changes none of the columns
+    // read (an app's launch: last_seen_at and device) runs no function at all.
+    this.addSql(`create function "installations_audience_updated"() returns trigger language plpgsql as $$
+      begin
+        perform audience_apply(array[old.application_id, new.application_id], array[old.user_id, new.user_id],
+                               array[-${kept('old')}, ${kept('new')}]);
+        return null;
+      end $$;`);
+    this.addSql(`create trigger "installations_audience_inserted" after insert on "installations"
+                   referencing new table as changed for each statement execute function installations_audience_inserted();`);
+    this.addSql(`create trigger "installations_audience_deleted" after delete on "installations"
+                   referencing old table as changed for each statement execute function installations_audience_deleted();`);
+    this.addSql(`create trigger "installations_audience_updated" after update on "installations" for each row
+                   when ((old.application_id, old.user_id, old.status, old.permission, old.platform, old.identifier_shared)
+                         is distinct from (new.application_id, new.user_id, new.status, new.permission, new.platform, new.identifier_shared))
+                   execute function installations_audience_updated();`);
+    // The installations already there, counted after the triggers exist: creating them locked the
+    // table against writes until this migration commits, so none is missed or counted twice.
+    this.addSql(`insert into audience_users (application_id, user_id, installations)
+                 select i.application_id, i.user_id, count(*) from installations i
+                  where ${kept('i')} = 1 and i.user_id is not null group by i.application_id, i.user_id;`);
+    this.addSql(`insert into audience_totals (application_id, installations, users)
+                 select i.application_id, count(*), count(distinct i.user_id) + count(*) filter (where i.user_id is null)
+                   from installations i where ${kept('i')} = 1 group by i.application_id;`);
+  }
+
+  override down(): void | Promise<void> {
+    this.addSql(`drop trigger "installations_audience_updated" on "installations";`);
+    this.addSql(`drop trigger "installations_audience_deleted" on "installations";`);
+    this.addSql(`drop trigger "installations_audience_inserted" on "installations";`);
+    this.addSql(`drop function "installations_audience_updated"();`);
+    this.addSql(`drop function "installations_audience_deleted"();`);
+    this.addSql(`drop function "installations_audience_inserted"();`);
+    this.addSql(`drop function "audience_apply"(uuid[], text[], int[]);`);
+    this.addSql(`drop table "audience_totals";`);
+    this.addSql(`drop table "audience_users";`);
+  }
+
+}
