@@ -6,7 +6,7 @@
 // does; and an application's deletion takes its kept rows with it.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { countAudience, foldAudienceTotals } from '../src/db/sql/audiences.ts';
+import { audienceCondition, countAudience, eligibleForVisiblePush, foldAudienceTotals } from '../src/db/sql/audiences.ts';
 import { rows } from '../src/db/sql/execute.ts';
 import {
   deleteInstallationRow,
@@ -16,6 +16,7 @@ import {
   upsertInstallation,
   type InstallationReplacement,
 } from '../src/db/sql/installations.ts';
+import type { Audience } from '../src/domain/audiences.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
 let harness: Harness;
@@ -24,9 +25,9 @@ beforeAll(async () => {
 });
 afterAll(() => harness.close());
 
-type Registration = Partial<Omit<InstallationReplacement, 'device'>>;
+type Registration = Partial<Omit<InstallationReplacement, 'device'>> & { seenDaysAgo?: number };
 
-async function register(applicationId: string, installationId: string, given: Registration = {}) {
+async function register(applicationId: string, installationId: string, { seenDaysAgo = 0, ...given }: Registration = {}) {
   await upsertInstallation(
     harness.orm.em.fork(),
     { applicationId, installationId },
@@ -36,16 +37,43 @@ async function register(applicationId: string, installationId: string, given: Re
       permission: 'authorized',
       userId: `user-${installationId}`,
       ...given,
-      device: { app_version: null, os_version: null, model: null, locale: null, timezone: null },
+      device: { app_version: null, os_version: null, model: null, locale: installationId.startsWith('a') ? 'de_DE' : null, timezone: null },
     },
-    new Date(),
+    new Date(Date.now() - seenDaysAgo * 86_400_000),
   );
 }
 
-const count = (applicationId: string) => harness.orm.em.fork().transactional((tx) => countAudience(tx, applicationId, { all: true }));
-// A condition every installation meets takes the computed path: the live count to compare with.
-const computed = (applicationId: string) =>
-  harness.orm.em.fork().transactional((tx) => countAudience(tx, applicationId, { platforms: ['ios', 'android', 'web'] }));
+const count = (applicationId: string, audience: Audience = { all: true }) =>
+  harness.orm.em.fork().transactional((tx) => countAudience(tx, applicationId, audience));
+
+/**
+ * The count by its definition, from the installations alone: the eligible ones matching, one per
+ * device (platform and identifier), kept by the most recently seen, and the distinct users.
+ */
+async function computed(applicationId: string, audience: Audience) {
+  const [found] = await rows(
+    harness.orm.em.fork(),
+    sql<{ installations: number; users: number }>`
+      with devices as (
+        select distinct on (i.platform, i.provider_identifier) i.user_id from installations i
+         where i.application_id = ${applicationId} and i.status = 'active' and ${eligibleForVisiblePush} and ${audienceCondition(audience)}
+         order by i.platform, i.provider_identifier, i.last_seen_at desc, i.id desc
+      )
+      select count(*)::int as installations, (count(distinct user_id) + count(*) filter (where user_id is null))::int as users from devices`,
+  );
+  return found;
+}
+
+const audiences: Audience[] = [
+  { all: true },
+  { platforms: ['ios'] },
+  { platforms: ['ios', 'android', 'web'] },
+  { tags: [{ key: 'plan', op: 'eq', value: 'pro' }] },
+  { tags: [{ key: 'plan', op: 'not_exists' }], platforms: ['android'] },
+  { active_within_days: 30 },
+  { platforms: ['android'], tags: [{ key: 'plan', op: 'in', values: ['pro', 'free'] }], active_within_days: 30 },
+  { locales: ['de'] },
+];
 
 /** The kept rows per user against the same grouping of the installations themselves. */
 async function keptUsers(applicationId: string) {
@@ -57,10 +85,9 @@ async function keptUsers(applicationId: string) {
   );
   const live = await rows(
     db,
-    sql<{ user: string; n: number }>`select user_id as "user", count(*)::int as n from installations
+    sql<{ user: string; n: number }>`select user_id as "user", count(*)::int as n from installations i
                                        where application_id = ${applicationId} and user_id is not null and status = 'active'
-                                         and permission <> 'denied' and not (platform = 'ios' and permission = 'not_determined')
-                                         and not identifier_shared
+                                         and ${eligibleForVisiblePush} and not identifier_shared
                                        group by user_id order by 1`,
   );
   return { kept, live };
@@ -69,7 +96,9 @@ async function keptUsers(applicationId: string) {
 async function expectKeptEqualsComputed(applicationId: string) {
   const { kept, live } = await keptUsers(applicationId);
   expect(kept).toEqual(live);
-  expect(await count(applicationId)).toEqual(await computed(applicationId));
+  for (const audience of audiences) {
+    expect({ audience, count: await count(applicationId, audience) }).toEqual({ audience, count: await computed(applicationId, audience) });
+  }
 }
 
 test('after a mix of every write that changes whom it counts, the kept count equals the computed one', async () => {
@@ -88,6 +117,22 @@ test('after a mix of every write that changes whom it counts, the kept count equ
   expect(await count(app)).toEqual({ installations: 6, users: 4 });
   await expectKeptEqualsComputed(app);
 
+  // Tags given, and activity: long ago, and on either side of the 30 days' cutoff (a second apart,
+  // so nearly always the same UTC day: the day the count checks against last_seen_at itself).
+  await register(app, 't1', { userId: 'tess', tags: { plan: 'pro' }, seenDaysAgo: 40 });
+  await register(app, 't2', { userId: 'tess', tags: { plan: 'free' }, platform: 'ios' });
+  await register(app, 't3', { userId: 'tom', tags: { plan: 'free' } });
+  await register(app, 't4', { userId: 'tim', tags: { plan: 'pro' } });
+  const seen = (installationId: string, at: string) =>
+    db().execute(`update installations set last_seen_at = ${at} where application_id = ? and installation_id = ?`, [app, installationId]);
+  await seen('t3', `now() - interval '30 days' + interval '1 second'`);
+  await seen('t4', `now() - interval '30 days' - interval '1 second'`);
+  await expectKeptEqualsComputed(app);
+  // Seen again (an event, a launch): active again.
+  await seen('t1', 'now()');
+  await seen('t4', 'now()');
+  await expectKeptEqualsComputed(app);
+
   // Replacements: the same PUT again (nothing changes), a user moved, permission and platform changed.
   await register(app, 'a1', { userId: 'alice' });
   await register(app, 'a2', { userId: 'bob' });
@@ -104,6 +149,8 @@ test('after a mix of every write that changes whom it counts, the kept count equ
   await patch('anon1', { userId: 'carol' });
   await patch('a1', { permission: 'denied' });
   await patch('a2', { tags: { plan: 'pro' } });
+  await patch('t3', { tags: { plan: null } });
+  await patch('t2', { tags: { plan: 'pro' } });
   await expectKeptEqualsComputed(app);
 
   // A provider invalidates one; its new token revives it; another is invalidated for good.

@@ -29,7 +29,7 @@ export function ormConfig(clientUrl: string, poolMax = 10, bounds: DatabaseBound
     // broadcast's waves; the throttles' slots; the hourly statistics, tag summaries and audience
     // counts, written in SQL only): never diffed away.
     schemaGenerator: {
-      skipTables: ['rate_limits', 'job_leases', 'broadcast_waves', 'notification_throttles', 'hourly_statistics', 'tag_summaries', 'audience_users', 'audience_totals'],
+      skipTables: ['rate_limits', 'job_leases', 'broadcast_waves', 'notification_throttles', 'hourly_statistics', 'tag_summaries', 'audience_users', 'audience_totals', 'audience_members'],
     },
     migrations: {
       path: migrationsPath,

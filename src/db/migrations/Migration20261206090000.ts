@@ -7,6 +7,9 @@ const kept = (row: string) =>
   `(case when ${row}.status = 'active' and ${row}.permission <> 'denied' and not (${row}.platform = 'ios' and ${row}.permission = 'not_determined')
           and not ${row}.identifier_shared then 1 else 0 end)`;
 
+// The UTC day an installation was last seen on.
+const seenOn = (row: string) => `(${row}.last_seen_at at time zone 'UTC')::date`;
+
 export class Migration20261206090000 extends Migration {
 
   override name = 'Migration20261206090000';
@@ -29,6 +32,22 @@ export class Migration20261206090000 extends Migration {
       "installations" bigint not null,
       "users" bigint not null);`);
     this.addSql(`create index "audience_totals_application_id_index" on "audience_totals" ("application_id");`);
+    // What a count with conditions reads instead of the installations: the same kept rows, with
+    // only what platform, tag and activity conditions test, in a table a third the size of
+    // installations' ~400-byte rows (its pages are what such a count spends its time on). Activity
+    // is kept as the UTC day last seen: written when the day changes, at most once a day a device,
+    // where last_seen_at moves at every launch (and stays out of every index, so that those
+    // updates stay in place). The count rechecks last_seen_at itself for the one day the cutoff
+    // falls in. No foreign key: the installations' triggers add and remove its rows.
+    this.addSql(`create table "audience_members" (
+      "id" uuid not null primary key,
+      "application_id" uuid not null,
+      "user_id" text null,
+      "platform" text not null,
+      "tags" jsonb not null,
+      "seen_on" date not null);`);
+    this.addSql(`create index "audience_members_application_id_platform_index" on "audience_members" ("application_id", "platform");`);
+    this.addSql(`create index "audience_members_tags_index" on "audience_members" using gin ("tags");`);
 
     // Applies changes of the kept count, one (application, user, difference) each; a null user is
     // an installation without one, which counts as a user of its own. A user is counted while they
@@ -64,22 +83,35 @@ export class Migration20261206090000 extends Migration {
     // application's cascade is one call, not one a row.
     this.addSql(`create function "installations_audience_inserted"() returns trigger language plpgsql as $$
       begin
+        insert into audience_members (id, application_id, user_id, platform, tags, seen_on)
+        select n.id, n.application_id, n.user_id, n.platform, n.tags, ${seenOn('n')} from changed n where ${kept('n')} = 1;
         perform audience_apply(array_agg(n.application_id), array_agg(n.user_id), array_agg(1))
            from changed n where ${kept('n')} = 1 having count(*) > 0;
         return null;
       end $$;`);
     this.addSql(`create function "installations_audience_deleted"() returns trigger language plpgsql as $$
       begin
+        delete from audience_members m using changed o where m.id = o.id;
         perform audience_apply(array_agg(o.application_id), array_agg(o.user_id), array_agg(-1))
            from changed o where ${kept('o')} = 1 having count(*) > 0;
         return null;
       end $$;`);
     // Updates by row, behind the trigger's WHEN: a registration that changes none of the columns
-    // read (an app's launch: last_seen_at and device) runs no function at all.
+    // read (an app's launch the same UTC day as its last: last_seen_at and device) runs no function.
     this.addSql(`create function "installations_audience_updated"() returns trigger language plpgsql as $$
       begin
-        perform audience_apply(array[old.application_id, new.application_id], array[old.user_id, new.user_id],
-                               array[-${kept('old')}, ${kept('new')}]);
+        if ${kept('new')} = 1 then
+          insert into audience_members (id, application_id, user_id, platform, tags, seen_on)
+          values (new.id, new.application_id, new.user_id, new.platform, new.tags, ${seenOn('new')})
+          on conflict (id) do update set application_id = excluded.application_id, user_id = excluded.user_id,
+            platform = excluded.platform, tags = excluded.tags, seen_on = excluded.seen_on;
+        else
+          delete from audience_members where id = old.id;
+        end if;
+        if (old.application_id, old.user_id, ${kept('old')}) is distinct from (new.application_id, new.user_id, ${kept('new')}) then
+          perform audience_apply(array[old.application_id, new.application_id], array[old.user_id, new.user_id],
+                                 array[-${kept('old')}, ${kept('new')}]);
+        end if;
         return null;
       end $$;`);
     this.addSql(`create trigger "installations_audience_inserted" after insert on "installations"
@@ -87,11 +119,13 @@ export class Migration20261206090000 extends Migration {
     this.addSql(`create trigger "installations_audience_deleted" after delete on "installations"
                    referencing old table as changed for each statement execute function installations_audience_deleted();`);
     this.addSql(`create trigger "installations_audience_updated" after update on "installations" for each row
-                   when ((old.application_id, old.user_id, old.status, old.permission, old.platform, old.identifier_shared)
-                         is distinct from (new.application_id, new.user_id, new.status, new.permission, new.platform, new.identifier_shared))
+                   when ((old.application_id, old.user_id, old.status, old.permission, old.platform, old.identifier_shared, old.tags, ${seenOn('old')})
+                         is distinct from (new.application_id, new.user_id, new.status, new.permission, new.platform, new.identifier_shared, new.tags, ${seenOn('new')}))
                    execute function installations_audience_updated();`);
     // The installations already there, counted after the triggers exist: creating them locked the
     // table against writes until this migration commits, so none is missed or counted twice.
+    this.addSql(`insert into audience_members (id, application_id, user_id, platform, tags, seen_on)
+                 select i.id, i.application_id, i.user_id, i.platform, i.tags, ${seenOn('i')} from installations i where ${kept('i')} = 1;`);
     this.addSql(`insert into audience_users (application_id, user_id, installations)
                  select i.application_id, i.user_id, count(*) from installations i
                   where ${kept('i')} = 1 and i.user_id is not null group by i.application_id, i.user_id;`);
@@ -108,6 +142,7 @@ export class Migration20261206090000 extends Migration {
     this.addSql(`drop function "installations_audience_deleted"();`);
     this.addSql(`drop function "installations_audience_inserted"();`);
     this.addSql(`drop function "audience_apply"(uuid[], text[], int[]);`);
+    this.addSql(`drop table "audience_members";`);
     this.addSql(`drop table "audience_totals";`);
     this.addSql(`drop table "audience_users";`);
   }

@@ -22,6 +22,24 @@ export function audienceCondition(audience: Audience): RawBuilder<boolean> {
 
 /** The audience's conditions, none for `all: true`. */
 function audienceConditions(audience: Audience): RawBuilder<boolean>[] {
+  const conditions = platformAndTagConditions(audience);
+  if (audience.locales && audience.locales.length > 0) {
+    // Language tags hold letters, digits and `-` only (the document's LanguageTag), nothing a
+    // regular expression reads specially.
+    const tags = [...new Set(audience.locales.map((tag) => tag.toLowerCase()))];
+    const pattern = `^(${tags.join('|')})([-.@]|$)`;
+    conditions.push(sql<boolean>`lower(translate(i.device->>'locale', '_', '-')) ~ ${pattern}`);
+  }
+  if (audience.active_within_days !== undefined) {
+    conditions.push(sql<boolean>`i.last_seen_at >= ${activityCutoff(audience.active_within_days)}`);
+  }
+  return conditions;
+}
+
+const activityCutoff = (days: number) => sql`now() - make_interval(days => ${days})`;
+
+/** The conditions on platform and tags: the columns `audience_members` shares with installations. */
+function platformAndTagConditions(audience: Audience): RawBuilder<boolean>[] {
   const conditions: RawBuilder<boolean>[] = [];
   if (audience.platforms && audience.platforms.length > 0) {
     conditions.push(sql<boolean>`i.platform = any(${arrayLiteral(audience.platforms)}::text[])`);
@@ -46,16 +64,6 @@ function audienceConditions(audience: Audience): RawBuilder<boolean>[] {
         break;
     }
   }
-  if (audience.locales && audience.locales.length > 0) {
-    // Language tags hold letters, digits and `-` only (the document's LanguageTag), nothing a
-    // regular expression reads specially.
-    const tags = [...new Set(audience.locales.map((tag) => tag.toLowerCase()))];
-    const pattern = `^(${tags.join('|')})([-.@]|$)`;
-    conditions.push(sql<boolean>`lower(translate(i.device->>'locale', '_', '-')) ~ ${pattern}`);
-  }
-  if (audience.active_within_days !== undefined) {
-    conditions.push(sql<boolean>`i.last_seen_at >= now() - make_interval(days => ${audience.active_within_days})`);
-  }
   return conditions;
 }
 
@@ -76,17 +84,53 @@ export type AudienceCount = { installations: number; users: number };
 const countSettings = { work_mem: '128MB', jit: 'off', parallel_setup_cost: '0', parallel_tuple_cost: '0' };
 
 /**
+ * The installations that share no identifier, matching the audience, as one row (installations,
+ * users), by the cheapest source that is exact:
+ * - `all: true`: the kept totals, rows of differences the installation writes append (triggers of
+ *   Migration20261206090000), summed: a few rows, not a million index entries grouped by user.
+ * - platform, tag and activity conditions: `audience_members`, the kept installations' narrow copy
+ *   (a third of the pages). Its `seen_on` (the UTC day last seen) decides activity for every day
+ *   but the one the cutoff falls in, whose rows are checked against last_seen_at itself, one probe
+ *   each. The match is materialized so that its scan may run in parallel workers (a probe per row
+ *   may not).
+ * - locales (`device` is not copied): the installations, grouped by user.
+ */
+function unsharedPart(applicationId: string, audience: Audience, matches: RawBuilder<boolean>) {
+  const grouped = (source: RawBuilder<unknown>) => sql`
+    select coalesce(sum(g.installations), 0) as installations,
+           count(*) filter (where g.user_id is not null) + coalesce(sum(g.installations) filter (where g.user_id is null), 0) as users
+      from (${source}) g`;
+  if (audienceConditions(audience).length === 0) {
+    return sql`select coalesce(sum(t.installations), 0) as installations, coalesce(sum(t.users), 0) as users
+                 from audience_totals t where t.application_id = ${applicationId}`;
+  }
+  if (audience.locales && audience.locales.length > 0) {
+    return grouped(sql`select i.user_id, count(*) as installations from installations i
+                        where ${matches} and not i.identifier_shared group by i.user_id`);
+  }
+  const days = audience.active_within_days;
+  const cutoffDay = days === undefined ? undefined : sql`((${activityCutoff(days)}) at time zone 'UTC')::date`;
+  const conditions = [sql<boolean>`i.application_id = ${applicationId}`, ...platformAndTagConditions(audience)];
+  if (cutoffDay) conditions.push(sql<boolean>`i.seen_on >= ${cutoffDay}`);
+  const seen =
+    days === undefined
+      ? sql`true`
+      : sql`case when m.seen_on = ${cutoffDay} then (select x.last_seen_at >= ${activityCutoff(days)} from installations x where x.id = m.id) else true end`;
+  return sql`
+    with matched as materialized (
+      select i.id, i.user_id, i.seen_on from audience_members i where ${sql.join(conditions, sql` and `)}
+    )
+    ${grouped(sql`select m.user_id, count(*) as installations from matched m where ${seen} group by m.user_id`)}`;
+}
+
+/**
  * Exactly whom a visible push to the audience would reach now: its active, eligible installations,
  * an identifier shared by several of them counted once, and the distinct users among those (an
  * installation without a user counts as one). Run it in a transaction: its settings are set for
  * that transaction alone.
  *
  * Two parts. Installations that share no identifier (`identifier_shared` false: nearly all) count
- * as themselves, grouped by user. For `all: true` that part is kept up to date by the installation
- * writes themselves (triggers of Migration20261206090000: per user, how many of their installations
- * count; per application, rows of differences summed here), so it reads a few rows, not a million;
- * with conditions it is computed: with no tag condition, read in user order from the audience index
- * alone, so distinct users are counted as the scan goes. The few that share one are grouped by
+ * as themselves, grouped by user (unsharedPart). The few that share one are grouped by
  * identifier, the installation that keeps it picked as classify picks it (domain/fanout.ts: the
  * most recently seen), and its user counted unless the first part already counted them. Those few
  * are read from their own small index before the filter applies (`materialized`): left to choose,
@@ -95,22 +139,15 @@ const countSettings = { work_mem: '128MB', jit: 'off', parallel_setup_cost: '0',
  */
 export async function countAudience(db: Db, applicationId: string, audience: Audience): Promise<AudienceCount> {
   const everyone = audienceConditions(audience).length === 0;
-  const matches = sql`i.application_id = ${applicationId} and i.status = 'active' and ${eligibleForVisiblePush} and ${audienceCondition(audience)}`;
+  const matches = sql<boolean>`i.application_id = ${applicationId} and i.status = 'active' and ${eligibleForVisiblePush} and ${audienceCondition(audience)}`;
   await rows(db, sql`select ${sql.join(Object.entries(countSettings).map(([name, value]) => sql`set_config(${name}, ${value}, true)`))}`);
-  const single = everyone
-    ? sql`select coalesce(sum(t.installations), 0) as installations, coalesce(sum(t.users), 0) as users
-            from audience_totals t where t.application_id = ${applicationId}`
-    : sql`select coalesce(sum(g.installations), 0) as installations,
-                 count(*) filter (where g.user_id is not null) + coalesce(sum(g.installations) filter (where g.user_id is null), 0) as users
-            from (select i.user_id, count(*) as installations from installations i
-                   where ${matches} and not i.identifier_shared group by i.user_id) g`;
   const countedAlready = everyone
     ? sql`exists (select from audience_users u where u.application_id = ${applicationId} and u.user_id = d.user_id)`
     : sql`exists (select from installations i where i.user_id = d.user_id and ${matches} and not i.identifier_shared)`;
   const [count] = await rows(
     db,
     sql<AudienceCount>`
-      with single as (${single}), holders as materialized (
+      with single as (${unsharedPart(applicationId, audience, matches)}), holders as materialized (
         select i.* from installations i where i.application_id = ${applicationId} and i.identifier_shared and i.status = 'active'
       ), devices as (
         select distinct on (i.platform, i.provider_identifier) i.user_id
