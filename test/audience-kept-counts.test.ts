@@ -81,7 +81,7 @@ async function keptUsers(applicationId: string) {
   const kept = await rows(
     db,
     sql<{ user: string; n: number }>`select user_id as "user", installations as n from audience_users
-                                       where application_id = ${applicationId} order by 1`,
+                                       where application_id = ${applicationId} and installations > 0 order by 1`,
   );
   const live = await rows(
     db,
@@ -185,6 +185,8 @@ test('after a mix of every write that changes whom it counts, the kept count equ
   expect(await foldAudienceTotals(db())).toBeGreaterThan(0);
   const [{ rows: left }] = await rows(db(), sql<{ rows: number }>`select count(*)::int as rows from audience_totals where application_id = ${app}`);
   expect(left).toBe(1);
+  const [{ emptied }] = await rows(db(), sql<{ emptied: number }>`select count(*)::int as emptied from audience_users where installations = 0`);
+  expect(emptied).toBe(0);
   expect(await count(app)).toEqual(before);
   await expectKeptEqualsComputed(app);
 });

@@ -142,7 +142,7 @@ export async function countAudience(db: Db, applicationId: string, audience: Aud
   const matches = sql<boolean>`i.application_id = ${applicationId} and i.status = 'active' and ${eligibleForVisiblePush} and ${audienceCondition(audience)}`;
   await rows(db, sql`select ${sql.join(Object.entries(countSettings).map(([name, value]) => sql`set_config(${name}, ${value}, true)`))}`);
   const countedAlready = everyone
-    ? sql`exists (select from audience_users u where u.application_id = ${applicationId} and u.user_id = d.user_id)`
+    ? sql`exists (select from audience_users u where u.application_id = ${applicationId} and u.user_id = d.user_id and u.installations > 0)`
     : sql`exists (select from installations i where i.user_id = d.user_id and ${matches} and not i.identifier_shared)`;
   const [count] = await rows(
     db,
@@ -168,10 +168,14 @@ export async function countAudience(db: Db, applicationId: string, audience: Aud
 
 /**
  * Folds each application's rows of `audience_totals` into one (what the kept `all: true` count
- * sums), and answers how many rows it removed. Rows a concurrent write adds meanwhile are left for
- * the next run, and a concurrent fold skips the rows this one deleted: the sums stay exact.
+ * sums), and answers how many rows it removed; users left with no kept installation are removed
+ * from `audience_users` (the triggers leave them at 0). Rows a concurrent write adds meanwhile are
+ * left for the next run, and a concurrent fold skips the rows this one deleted: the sums stay
+ * exact. A user row that a concurrent write moves off 0 is skipped (the `where` is checked again
+ * on the row's newest version).
  */
 export async function foldAudienceTotals(db: Db): Promise<number> {
+  await rows(db, sql`delete from audience_users where installations = 0`);
   const [{ folded }] = await rows(
     db,
     sql<{ folded: number }>`
