@@ -228,3 +228,23 @@ test("an application's deletion takes its kept rows and leaves the others'", asy
   expect(await count(kept)).toEqual({ installations: 2, users: 2 });
   expect(await count(randomUUID())).toEqual({ installations: 0, users: 0 });
 });
+
+test('a load with the triggers off is counted again by audience_rebuild()', async () => {
+  const app = (await harness.newApplication('kept-rebuilt')).id;
+  await register(app, 'before', { userId: 'uli' });
+  await harness.orm.em.fork().transactional(async (tx) => {
+    await tx.execute(`set local session_replication_role = replica`);
+    await tx.execute(
+      `insert into installations (id, application_id, installation_id, platform, provider_identifier, status, permission, user_id, device,
+                                  registered_at, last_seen_at, identifier_updated_at, permission_updated_at)
+       select gen_random_uuid(), ?, 'loaded-' || n, 'ios', 'loaded-token-' || n, 'active', 'authorized', 'loaded-user-' || (n % 3), '{}',
+              now(), now() - make_interval(days => n), now(), now()
+         from generate_series(1, 40) n`,
+      [app],
+    );
+  });
+  expect(await count(app)).toEqual({ installations: 1, users: 1 });
+  await harness.orm.em.fork().execute(`select audience_rebuild()`);
+  expect(await count(app)).toEqual({ installations: 41, users: 4 });
+  await expectKeptEqualsComputed(app);
+});
