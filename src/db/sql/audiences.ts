@@ -78,10 +78,12 @@ export type AudienceCount = { installations: number; users: number };
 /**
  * A count's settings, for its transaction only: memory its hash tables may take before they spill
  * to disk; no JIT (compiling a plan over a million rows costs more than it saves on one run of
- * it); and parallel workers whenever the plan allows them (the defaults start them only for far
- * bigger scans, and a count is one statement an operator waits for).
+ * it); parallel workers whenever the plan allows them (the defaults start them only for far
+ * bigger scans, and a count is one statement an operator waits for); and a plan made for its
+ * values every time: statements are prepared on every pool, and after five runs Postgres may keep
+ * a generic plan, made without knowing how many rows a tag or a day matches, which read more.
  */
-const countSettings = { work_mem: '128MB', jit: 'off', parallel_setup_cost: '0', parallel_tuple_cost: '0' };
+const countSettings = { work_mem: '128MB', jit: 'off', parallel_setup_cost: '0', parallel_tuple_cost: '0', plan_cache_mode: 'force_custom_plan' };
 
 /**
  * The installations that share no identifier, matching the audience, as one row (installations,
