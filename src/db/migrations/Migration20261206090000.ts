@@ -34,8 +34,8 @@ export class Migration20261206090000 extends Migration {
       "users" bigint not null);`);
     this.addSql(`create index "audience_totals_application_id_index" on "audience_totals" ("application_id");`);
     // What a count with conditions reads instead of the installations: the same kept rows, with
-    // only what platform, tag and activity conditions test, in a table a third the size of
-    // installations' ~400-byte rows (its pages are what such a count spends its time on). Activity
+    // only what platform, tag and activity conditions test, in rows far narrower than the
+    // installations' (their pages are what such a count spent its time on). Activity
     // is kept as the UTC day last seen: written when the day changes, at most once a day a device,
     // where last_seen_at moves at every launch (and stays out of every index, so that those
     // updates stay in place). The count rechecks last_seen_at itself for the one day the cutoff
