@@ -639,6 +639,8 @@ export async function bulkLoad<T>(client: pg.Client, tables: string[], fill: () 
     await client.query(index.constraint ? `alter table ${index.table} add constraint "${index.constraint}" ${index.constraintDefinition}` : index.definition);
   }
   await client.query('reset session_replication_role');
+  // The load ran without the installations' triggers: what they keep is computed again.
+  if (tables.includes('installations')) await client.query('select audience_rebuild()');
   await client.query('vacuum analyze');
   return filled;
 }

@@ -26,9 +26,11 @@ export function ormConfig(clientUrl: string, poolMax = 10, bounds: DatabaseBound
     forceUtcTimezone: true,
     debug: false,
     // Tables without entities, created in migrations (rate-limiter-flexible's; the job leases; a
-    // broadcast's waves; the throttles' slots; the hourly statistics and tag summaries, written in
-    // SQL only): never diffed away.
-    schemaGenerator: { skipTables: ['rate_limits', 'job_leases', 'broadcast_waves', 'notification_throttles', 'hourly_statistics', 'tag_summaries'] },
+    // broadcast's waves; the throttles' slots; the hourly statistics, tag summaries and audience
+    // counts, written in SQL only): never diffed away.
+    schemaGenerator: {
+      skipTables: ['rate_limits', 'job_leases', 'broadcast_waves', 'notification_throttles', 'hourly_statistics', 'tag_summaries', 'audience_users', 'audience_totals', 'audience_members'],
+    },
     migrations: {
       path: migrationsPath,
       pathTs: migrationsPath,

@@ -1,7 +1,9 @@
 // Periodic housekeeping, run by whichever worker pg-boss hands the scheduled job to: retention
-// (domain/retention.ts) every 15 minutes, and how long pg-boss keeps its finished jobs.
+// (domain/retention.ts) and the fold of the kept audience totals (db/sql/audiences.ts) every 15
+// minutes, and how long pg-boss keeps its finished jobs.
 import type { PgBoss } from 'pg-boss';
 import type { Orm } from '../db/orm.ts';
+import { foldAudienceTotals } from '../db/sql/audiences.ts';
 import { deleteExpired, type Removed, type RetentionOptions } from '../domain/retention.ts';
 import type { Logger } from '../logging/logger.ts';
 import { queues } from './queue.ts';
@@ -58,5 +60,9 @@ export async function runMaintenance(
   });
   const seconds = Math.round(performance.now() - started) / 1000;
   logger.info({ ...removed, seconds, retentionDays: options.retentionDays }, removed.done ? 'retention: expired rows deleted' : 'retention: budget spent, the next run carries on');
+  // What an `all: true` count sums grows by a row per change of whom it counts; folded here, it
+  // stays a few rows an application.
+  const folded = await foldAudienceTotals(orm.em.fork());
+  logger.info({ folded }, 'audience totals folded');
   return removed;
 }
