@@ -3,7 +3,7 @@
 // credential, its sockets checked by the address guard), with a VAPID header (RFC 8292) signed once
 // per push service and reused until it nears expiry, and a deadline per push.
 import https from 'node:https';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates } from 'node:tls';
 import webpush from 'web-push';
 import { webPushPayloads } from '../domain/payloads.ts';
 import { webPushPlaintextLimit, webPushTopic, webPushUrgency } from '../domain/web-push.ts';
@@ -45,7 +45,9 @@ export function createWebPushProvider(
     maxSockets: options.socketsPerHost ?? 64,
     ...(allowPrivate ? {} : { lookup: guardedLookup() }),
     // The simulator's CA besides the system's: subscriptions of real push services still verify.
-    ...(endpoints.ca ? { ca: [...rootCertificates, endpoints.ca] } : {}),
+    // Given as one secure context, built once: a `ca` option is part of the key the agent computes
+    // for every request, and with the system's roots in it that key is hundreds of kilobytes.
+    ...(endpoints.ca ? { secureContext: createSecureContext({ ca: [...rootCertificates, endpoints.ca] }) } : {}),
   });
   const vapid = vapidHeaders(credentials);
   const limit = createLimiter(options.concurrency ?? 500);
