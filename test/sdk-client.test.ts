@@ -19,6 +19,7 @@ import {
 import { setSendPolicy } from '../src/domain/rate-limits.ts';
 import { ios, startPipeline, type Pipeline } from './support/fanout.ts';
 import { startHarness, type Harness } from './support/harness.ts';
+import { freePort } from './support/ports.ts';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.ts';
 
 let pipeline: Pipeline;
@@ -300,10 +301,8 @@ describe('retries', () => {
   });
 
   test('a closed port is a HeraldNetworkError naming the reason, after maxAttempts attempts', async () => {
-    const closed = net.createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const closedPort = (closed.address() as net.AddressInfo).port;
-    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    // From this worker's own ports: one the kernel picks could be another test's listener by now.
+    const closedPort = await freePort();
     const log = attemptLog();
     const herald = createHerald({
       baseUrl: `http://127.0.0.1:${closedPort}`,
