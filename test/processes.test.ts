@@ -1,5 +1,5 @@
 // The suites that spawn Herald processes and then kill them (crash, webhook-crash), time how fast
-// they recover from faults (chaos), or load both cores for a minute (a 50,000-installation
+// they recover from faults (chaos), or load both cores for a while (a 25,000-installation
 // broadcast), one after another in this one file. On two cores, two of them at once made a
 // recovery bound measure their contention rather than Herald; as files of their own they took
 // turns through a lock, and a file waiting for its turn held one of jest's workers idle.
