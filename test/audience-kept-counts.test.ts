@@ -3,9 +3,12 @@
 // changes whom it counts: registrations (new, replaced, moving user, permission, platform or
 // identifier), patches (user detached, permission), provider invalidations, identifiers becoming
 // shared, deletions, plain SQL, concurrent registrations of one user, and the fold housekeeping
-// does; and an application's deletion takes its kept rows with it.
+// does; and an application's deletion takes its kept rows with it. A registration ended by a
+// deadlock over those rows is tried again.
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import pg from 'pg';
+import request from 'supertest';
 import { audienceCondition, countAudience, eligibleForVisiblePush, foldAudienceTotals } from '../src/db/sql/audiences.ts';
 import { rows } from '../src/db/sql/execute.ts';
 import {
@@ -18,6 +21,7 @@ import {
 } from '../src/db/sql/installations.ts';
 import type { Audience } from '../src/domain/audiences.ts';
 import { startHarness, type Harness } from './support/harness.ts';
+import { waitFor } from './support/receiver.ts';
 
 let harness: Harness;
 beforeAll(async () => {
@@ -209,6 +213,64 @@ test('concurrent registrations of one user, and a bulk insert, are each counted 
   );
   expect(await count(app)).toEqual({ installations: 112, users: 2 + 10 + 25 });
   await expectKeptEqualsComputed(app);
+});
+
+test('installations moving between two users at once, both ways, never deadlock and end counted once', async () => {
+  // Each move changes both users' kept rows: every registration must lock them in one order.
+  const app = (await harness.newApplication('kept-swaps')).id;
+  const devices = Array.from({ length: 16 }, (_, n) => `swap-${n}`);
+  const userOf = (n: number, round: number) => ((n + round) % 2 === 0 ? 'zoe' : 'yan');
+  for (let round = 0; round < 6; round++) {
+    await Promise.all(devices.map((device, n) => register(app, device, { userId: userOf(n, round) })));
+  }
+  expect(await count(app)).toEqual({ installations: 16, users: 2 });
+  await expectKeptEqualsComputed(app);
+});
+
+test("a registration Postgres ends as a deadlock's victim is tried again: the client gets its 200, not a 500", async () => {
+  const application = await harness.newApplication('kept-deadlock');
+  const token = await application.token(['installations:write']);
+  const put = (installationId: string, userId: string) =>
+    request(harness.app)
+      .put(`/api/v1/installations/${installationId}`)
+      .set('Authorization', `Bearer ${token}`)
+      .send({ platform: 'android', provider: { identifier: `token-${installationId}` }, permission: 'authorized', user_id: userId });
+  expect((await put('dl-moving', 'yan')).status).toBe(201);
+  expect((await put('dl-staying', 'zoe')).status).toBe(201);
+
+  // Another transaction holds zoe's kept row; the registration moving dl-moving from yan to zoe
+  // takes yan's (it takes them in the order its grouping gives) and waits for zoe's; the other
+  // transaction then asks for yan's: a cycle, which Postgres breaks by ending the registration, the
+  // one that waited first. The deadlock counter proves the cycle happened.
+  const other = new pg.Client({ connectionString: harness.url });
+  await other.connect();
+  try {
+    const deadlocks = async () => {
+      const [{ n }] = (await other.query<{ n: number }>(`select pg_stat_clear_snapshot(), deadlocks::int as n from pg_stat_database where datname = current_database()`)).rows;
+      return n;
+    };
+    const before = await deadlocks();
+    const lock = (userId: string) => other.query(`select from audience_users where application_id = $1 and user_id = $2 for update`, [application.id, userId]);
+    await other.query('begin');
+    await lock('zoe');
+    const moving = put('dl-moving', 'zoe').then((res) => res);
+    await waitFor(
+      () => other.query(`select pg_stat_clear_snapshot(), count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`),
+      (result) => result.rows[0].n === 1,
+    );
+    await lock('yan');
+    await other.query('commit');
+
+    const res = await moving;
+    expect(res.status).toBe(200);
+    expect(res.body.data.user_id).toBe('zoe');
+    // Counted for the whole database, which other test files share: more is fine, none is not.
+    await waitFor(deadlocks, (n) => n > before, 5_000);
+  } finally {
+    await other.end();
+  }
+  expect(await count(application.id)).toEqual({ installations: 2, users: 1 });
+  await expectKeptEqualsComputed(application.id);
 });
 
 test("an application's deletion takes its kept rows and leaves the others'", async () => {

@@ -20,6 +20,7 @@ import {
   type InstallationRow,
   type Invalidation,
 } from '../db/sql/installations.ts';
+import { retriedOnDeadlock } from '../db/sql/execute.ts';
 
 type Schemas = components['schemas'];
 export type InstallationInput = Schemas['InstallationPut'];
@@ -88,20 +89,17 @@ export async function registerInstallation(
   const { applicationId } = writer;
   if (input.tags !== undefined) demand(writer.abilities, 'installations:tag');
   const pushKeys = pushKeysOf(input.provider, input.platform, endpointRules);
-  return upsertInstallation(
-    em,
-    { applicationId, installationId },
-    {
-      platform: input.platform,
-      providerIdentifier: input.provider.identifier,
-      pushKeys,
-      permission: input.permission ?? 'unknown',
-      userId: input.user_id ?? null,
-      device: deviceDetails(input.device),
-      tags: input.tags,
-    },
-    new Date(),
-  );
+  const replacement = {
+    platform: input.platform,
+    providerIdentifier: input.provider.identifier,
+    pushKeys,
+    permission: input.permission ?? 'unknown',
+    userId: input.user_id ?? null,
+    device: deviceDetails(input.device),
+    tags: input.tags,
+  } as const;
+  const now = new Date();
+  return retriedOnDeadlock(() => upsertInstallation(em, { applicationId, installationId }, replacement, now));
 }
 
 /** The longest installation id a registration takes (the document's InstallationId), in code points. */
@@ -145,7 +143,9 @@ export async function updateInstallation(
 ): Promise<InstallationRow> {
   if (patch.tags !== undefined) demand(writer.abilities, 'installations:tag');
   const key = { applicationId: writer.applicationId, installationId };
-  const installation = await patchInstallation(em, key, { userId: patch.user_id, permission: patch.permission, tags: patch.tags }, new Date(), maxTags);
+  const changes = { userId: patch.user_id, permission: patch.permission, tags: patch.tags };
+  const now = new Date();
+  const installation = await retriedOnDeadlock(() => patchInstallation(em, key, changes, now, maxTags));
   if (installation) return installation;
   // Nothing written: no such installation, or too many tags once merged.
   if (patch.tags !== undefined && (await findInstallationRow(em, key))) {

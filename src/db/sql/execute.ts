@@ -33,6 +33,23 @@ export async function run(db: Db, statement: RawBuilder<unknown>): Promise<void>
   await rows(db, statement);
 }
 
+/**
+ * A statement that stands alone (no transaction around it) run again when Postgres ended it as a
+ * deadlock's victim (SQLSTATE 40P01): its work was undone, and the next try finds the other
+ * transaction ended. Registrations take the installation's row and then its users' kept-count
+ * rows (audience_users), so two at once, or one beside a statement that takes them another way
+ * (a bulk update, the fold), can meet in a cycle; the client should not see a 500 for that.
+ */
+export async function retriedOnDeadlock<T>(statement: () => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await statement();
+    } catch (error) {
+      if (attempt >= attempts || (error as { code?: unknown }).code !== '40P01') throw error;
+    }
+  }
+}
+
 // Compiles without a connection, for statements that must run on one particular session.
 const compiler = new Kysely<unknown>({
   dialect: {
