@@ -8,6 +8,7 @@ export default {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testSequencer: '<rootDir>/test/support/sequencer.js',
+  setupFilesAfterEnv: ['<rootDir>/test/support/lingering-handles.ts'],
   testTimeout: 30000,
   // Tests wait on Postgres, providers and spawned processes more than they use the CPU: three
   // files at once keep both cores busier than two did.

@@ -102,8 +102,9 @@ test.concurrent("a broadcast at 480 a minute: its pushes keep the pace, and its 
   expect(slices.length).toBeGreaterThanOrEqual(2);
   expect(Math.max(...slices.map((slice) => Number(slice.deferredMs)))).toBeGreaterThanOrEqual(900);
 
-  // Eight a second, evenly, over the first 40.
-  const times = (await waitFor(() => arrivals('thr-cast'), (found) => found.length >= 40, 15_000)).slice(0, 40);
+  // Eight a second, evenly, over the first 80: ten seconds, so that a worker stalled for a moment
+  // on a busy host (its missed slots then sent at once) moves the measured pace by a few percent.
+  const times = (await waitFor(() => arrivals('thr-cast'), (found) => found.length >= 80, 25_000)).slice(0, 80);
   const perMinute = ((times.length - 1) * 60_000) / (times.at(-1)! - times[0]);
   expect(perMinute).toBeGreaterThan(480 * 0.85);
   expect(perMinute).toBeLessThan(480 * 1.15);

@@ -1,0 +1,34 @@
+// When jest ends a test worker that did not exit by itself ("A worker process has failed to exit
+// gracefully"), it sends SIGTERM: this prints what still held the worker's event loop, and which
+// test file the worker ran last, so that the leak is named in the log of the run it happened in.
+// The test environment's `process` is a copy whose listeners the real process never calls: the
+// real one is the global of the main context.
+import vm from 'node:vm';
+
+const real = new vm.Script('process').runInThisContext() as NodeJS.Process & { heraldLastTestFile?: string };
+
+const describeHandle = (handle: unknown): string => {
+  const name = (handle as object)?.constructor?.name ?? typeof handle;
+  if (name === 'Socket') {
+    const socket = handle as import('node:net').Socket;
+    return `Socket(local ${socket.localPort ?? '-'}, remote ${socket.remoteAddress ?? '-'}:${socket.remotePort ?? '-'})`;
+  }
+  if (name === 'Server' || name === 'Http2SecureServer') return `${name}(${JSON.stringify((handle as import('node:net').Server).address())})`;
+  if (name === 'ChildProcess') return `ChildProcess(${(handle as import('node:child_process').ChildProcess).spawnargs.join(' ').slice(0, 120)})`;
+  return name;
+};
+
+beforeAll(() => {
+  const first = real.heraldLastTestFile === undefined;
+  real.heraldLastTestFile = expect.getState().testPath;
+  if (!first) return;
+  real.once('SIGTERM', () => {
+    // _getActiveHandles is undocumented, but it is the only way to name the objects behind the
+    // resources getActiveResourcesInfo counts; this runs only on the way out of a leaking worker.
+    const handles = (real as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().map(describeHandle);
+    real.stderr.write(
+      `test worker ${real.pid} ended by jest after ${real.heraldLastTestFile}: still active ${JSON.stringify(real.getActiveResourcesInfo())}; handles ${handles.join(', ')}\n`,
+    );
+    real.exit(143);
+  });
+});
