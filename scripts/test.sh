@@ -15,9 +15,10 @@ jest_report=reports/jest-results.json # written by make unit
 fuzz_junit=reports/fuzz-junit.xml     # written by scripts/fuzz.sh
 fuzz_log=reports/fuzz-output.log      # what make fuzz-ci printed: schemathesis' "Test cases:" line
 checks_log=reports/checks.log         # what make lint typecheck printed
+lingering_log=reports/lingering-handles.log # what held a test worker jest had to end (test/support/lingering-handles.ts)
 
 # The reports of an earlier run must never be counted.
-rm -f "$jest_report" "$fuzz_junit" "$fuzz_log" "$checks_log"
+rm -f "$jest_report" "$fuzz_junit" "$fuzz_log" "$checks_log" "$lingering_log"
 mkdir -p reports
 
 status=0
@@ -53,6 +54,7 @@ if "$make" --no-print-directory install \
   fuzz_pid=$!
   "$make" --no-print-directory unit
   jest_exit=$?
+  [ -s "$lingering_log" ] && cat "$lingering_log"
   wait "$fuzz_pid"
   fuzz_exit=$?
   cat "$fuzz_log"

@@ -1,9 +1,14 @@
 // When jest ends a test worker that did not exit by itself ("A worker process has failed to exit
-// gracefully"), it sends SIGTERM: this prints what still held the worker's event loop, and which
-// test file the worker ran last, so that the leak is named in the log of the run it happened in.
+// gracefully"), it sends SIGTERM: this writes what still held the worker's event loop, and which
+// test file the worker ran last, to reports/lingering-handles.log, which make test prints. (Written
+// to a file: what a worker writes to its stderr then can be lost, as jest stops reading it.)
+// No line at all beside the warning means the worker was busy, not waiting on a handle.
 // The test environment's `process` is a copy whose listeners the real process never calls: the
 // real one is the global of the main context.
+import { appendFileSync, mkdirSync } from 'node:fs';
 import vm from 'node:vm';
+
+const report = new URL('../../reports/lingering-handles.log', import.meta.url);
 
 const real = new vm.Script('process').runInThisContext() as NodeJS.Process & { heraldLastTestFile?: string };
 
@@ -26,7 +31,9 @@ beforeAll(() => {
     // _getActiveHandles is undocumented, but it is the only way to name the objects behind the
     // resources getActiveResourcesInfo counts; this runs only on the way out of a leaking worker.
     const handles = (real as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().map(describeHandle);
-    real.stderr.write(
+    mkdirSync(new URL('.', report), { recursive: true });
+    appendFileSync(
+      report,
       `test worker ${real.pid} ended by jest after ${real.heraldLastTestFile}: still active ${JSON.stringify(real.getActiveResourcesInfo())}; handles ${handles.join(', ')}\n`,
     );
     real.exit(143);
