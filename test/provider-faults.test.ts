@@ -107,6 +107,31 @@ test('a batch that read the credential its cached client was opened with reuses 
   }
 });
 
+test("a batch whose pushes all timed out replaces its client only if no other batch on it was answered meanwhile", async () => {
+  const app = await pipeline.newApplication();
+  const clients = createProviderClients({ key: pipeline.credentialsKey, endpoints: pipeline.endpoints, logger: silentLogger });
+  const em = () => pipeline.harness.orm.em.fork();
+  const credential = (await readBatch(em(), { applicationId: app.id, provider: 'fcm', deliveryIds: [] })).credential;
+  try {
+    const first = (await clients.get(em(), app.id, 'fcm', credential))!;
+    // Another batch was answered while this one waited: the provider is slow, the connection works.
+    const sentAt = performance.now();
+    clients.report(first, 'reached');
+    clients.report(first, 'broken', sentAt);
+    expect(await clients.get(em(), app.id, 'fcm', credential)).toBe(first);
+    // Nothing answered on it since this batch was handed over: wedged.
+    clients.report(first, 'broken', performance.now());
+    const second = (await clients.get(em(), app.id, 'fcm', credential))!;
+    expect(second).not.toBe(first);
+    // A send that never returned is wedged whatever else was answered.
+    clients.report(second, 'reached');
+    clients.report(second, 'broken');
+    expect(await clients.get(em(), app.id, 'fcm', credential)).not.toBe(second);
+  } finally {
+    await clients.close();
+  }
+});
+
 test('answers spread past the deadline: a push answered in time keeps its answer, only the unanswered ones are sent again', async () => {
   const app = await pipeline.newApplication();
   const users = Array.from({ length: 40 }, (_, index) => `spread-${index}`);

@@ -22,14 +22,17 @@ export type ProviderClients = {
   get(em: EntityManager, applicationId: string, provider: Provider, current: CredentialVersion | null): Promise<ProviderClient | null>;
   /**
    * After each batch: whether it reached the provider at all. A client that missed it
-   * `rebuildAfter` batches in a row, or whose send hung past its deadline (`broken`), is closed,
-   * and the next batch opens a fresh one.
+   * `rebuildAfter` batches in a row, or whose connection is wedged (`broken`), is closed, and the
+   * next batch opens a fresh one. `broken` with `sentAt` (performance.now() as the batch was handed
+   * over): every push of the batch timed out, which says the connection is wedged only if no other
+   * batch on it was answered since; if one was, the provider is slow, and it counts as `unreachable`.
    */
-  report(client: ProviderClient, result: 'reached' | 'unreachable' | 'broken'): void;
+  report(client: ProviderClient, result: 'reached' | 'unreachable' | 'broken', sentAt?: number): void;
   close(): Promise<void>;
 };
 
-type Cached = ProviderClient & { version: number; unreachable: number };
+/** `reachedAt`: performance.now() of the last batch that reached the provider. */
+type Cached = ProviderClient & { version: number; unreachable: number; reachedAt: number };
 
 /** Batches in a row that could not reach the provider before its client is rebuilt. */
 const rebuildAfter = 3;
@@ -87,17 +90,19 @@ export function createProviderClients(options: {
       }
       // No await between the lookup and the set: concurrent batches share one client.
       const replaced = cache.get(cacheKey);
-      const fresh = { credentialId: credential.id, version: current.version, provider: open(credential), unreachable: 0 };
+      const fresh = { credentialId: credential.id, version: current.version, provider: open(credential), unreachable: 0, reachedAt: 0 };
       cache.set(cacheKey, fresh);
       await replaced?.provider.close();
       return fresh;
     },
-    report(client, result) {
+    report(client, result, sentAt) {
       const cached = [...cache.entries()].find(([, entry]) => entry === client);
       if (!cached) return;
       const [cacheKey, entry] = cached;
+      if (result === 'reached') entry.reachedAt = performance.now();
+      const wedged = result === 'broken' && !(sentAt !== undefined && entry.reachedAt > sentAt);
       entry.unreachable = result === 'reached' ? 0 : entry.unreachable + 1;
-      if (result === 'broken' || entry.unreachable >= rebuildAfter) {
+      if (wedged || entry.unreachable >= rebuildAfter) {
         cache.delete(cacheKey);
         options.logger.warn({ cacheKey, result, batches: entry.unreachable }, 'provider client rebuilt: it could not reach its provider');
         // Batches still using it finish or fail on their own; close() is bounded by the adapters.

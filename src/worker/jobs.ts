@@ -280,9 +280,11 @@ export async function sendChunk(
     if (timedOut > 0) {
       context.logger.warn({ applicationId: job.applicationId, pushes: pushes.length, timedOut, deadlineMs: context.sendDeadlineMs }, 'provider did not answer every push in time');
     }
-    // Not one answer by the deadline: the connection is wedged, and a fresh client is the cure.
+    // Not one answer by the deadline: the connection may be wedged, and a fresh client is the cure
+    // (a send that never returned is; a batch whose pushes all timed out is unless another batch
+    // on the client was answered meanwhile: clients.ts).
     if (answered === 'hung' || (timedOut === pushes.length && pushes.length > 0)) {
-      context.clients.report(client, 'broken');
+      context.clients.report(client, 'broken', answered === 'hung' ? undefined : started);
       marks.healthy = false;
       await markCredentialUnreachable(db, client.credentialId);
       return answered === 'hung' ? failAll('provider timeout') : answered;
