@@ -48,21 +48,27 @@ test('a hung provider: the batch gives up after the deadline, the push is retrie
   expect([healed.unreachableSince, healed.unhealthySince]).toEqual([null, null]);
 }, 60_000);
 
-test('a client whose batches cannot reach the provider three times in a row is replaced; one that reaches it again is kept', async () => {
+/** A new application's FCM clients, as a deliver batch gets them, and a way to get its client again. */
+async function fcmClients() {
   const app = await pipeline.newApplication();
   const clients = createProviderClients({ key: pipeline.credentialsKey, endpoints: pipeline.endpoints, logger: silentLogger });
   const em = () => pipeline.harness.orm.em.fork();
   const credential = (await readBatch(em(), { applicationId: app.id, provider: 'fcm', deliveryIds: [] })).credential;
+  return { clients, current: async () => (await clients.get(em(), app.id, 'fcm', credential))! };
+}
+
+test('a client whose batches cannot reach the provider three times in a row is replaced; one that reaches it again is kept', async () => {
+  const { clients, current } = await fcmClients();
   try {
-    const first = (await clients.get(em(), app.id, 'fcm', credential))!;
+    const first = await current();
     clients.report(first, 'unreachable');
     clients.report(first, 'unreachable');
     clients.report(first, 'reached');
     clients.report(first, 'unreachable');
     clients.report(first, 'unreachable');
-    expect(await clients.get(em(), app.id, 'fcm', credential)).toBe(first);
+    expect(await current()).toBe(first);
     clients.report(first, 'unreachable');
-    const second = (await clients.get(em(), app.id, 'fcm', credential))!;
+    const second = await current();
     expect(second).not.toBe(first);
     expect(second.credentialId).toBe(first.credentialId);
   } finally {
@@ -108,25 +114,22 @@ test('a batch that read the credential its cached client was opened with reuses 
 });
 
 test("a batch whose pushes all timed out replaces its client only if no other batch on it was answered meanwhile", async () => {
-  const app = await pipeline.newApplication();
-  const clients = createProviderClients({ key: pipeline.credentialsKey, endpoints: pipeline.endpoints, logger: silentLogger });
-  const em = () => pipeline.harness.orm.em.fork();
-  const credential = (await readBatch(em(), { applicationId: app.id, provider: 'fcm', deliveryIds: [] })).credential;
+  const { clients, current } = await fcmClients();
   try {
-    const first = (await clients.get(em(), app.id, 'fcm', credential))!;
+    const first = await current();
     // Another batch was answered while this one waited: the provider is slow, the connection works.
     const sentAt = performance.now();
     clients.report(first, 'reached');
     clients.report(first, 'broken', sentAt);
-    expect(await clients.get(em(), app.id, 'fcm', credential)).toBe(first);
+    expect(await current()).toBe(first);
     // Nothing answered on it since this batch was handed over: wedged.
     clients.report(first, 'broken', performance.now());
-    const second = (await clients.get(em(), app.id, 'fcm', credential))!;
+    const second = await current();
     expect(second).not.toBe(first);
     // A send that never returned is wedged whatever else was answered.
     clients.report(second, 'reached');
     clients.report(second, 'broken');
-    expect(await clients.get(em(), app.id, 'fcm', credential)).not.toBe(second);
+    expect(await current()).not.toBe(second);
   } finally {
     await clients.close();
   }
