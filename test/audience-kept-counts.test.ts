@@ -10,7 +10,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import request from 'supertest';
 import { audienceCondition, countAudience, eligibleForVisiblePush, foldAudienceTotals } from '../src/db/sql/audiences.ts';
-import { rows } from '../src/db/sql/execute.ts';
+import { type Db, rows } from '../src/db/sql/execute.ts';
 import {
   deleteInstallationRow,
   findInstallationRow,
@@ -31,9 +31,9 @@ afterAll(() => harness.close());
 
 type Registration = Partial<Omit<InstallationReplacement, 'device'>> & { seenDaysAgo?: number };
 
-async function register(applicationId: string, installationId: string, { seenDaysAgo = 0, ...given }: Registration = {}) {
+async function register(applicationId: string, installationId: string, { seenDaysAgo = 0, ...given }: Registration = {}, db: Db = harness.orm.em.fork()) {
   await upsertInstallation(
-    harness.orm.em.fork(),
+    db,
     { applicationId, installationId },
     {
       platform: 'android',
@@ -189,7 +189,7 @@ test('after a mix of every write that changes whom it counts, the kept count equ
   expect(await foldAudienceTotals(db())).toBeGreaterThan(0);
   const [{ rows: left }] = await rows(db(), sql<{ rows: number }>`select count(*)::int as rows from audience_totals where application_id = ${app}`);
   expect(left).toBe(1);
-  const [{ emptied }] = await rows(db(), sql<{ emptied: number }>`select count(*)::int as emptied from audience_users where installations = 0`);
+  const [{ emptied }] = await rows(db(), sql<{ emptied: number }>`select count(*)::int as emptied from audience_users where application_id = ${app} and installations = 0`);
   expect(emptied).toBe(0);
   expect(await count(app)).toEqual(before);
   await expectKeptEqualsComputed(app);
@@ -224,6 +224,30 @@ test('installations moving between two users at once, both ways, never deadlock 
     await Promise.all(devices.map((device, n) => register(app, device, { userId: userOf(n, round) })));
   }
   expect(await count(app)).toEqual({ installations: 16, users: 2 });
+  await expectKeptEqualsComputed(app);
+});
+
+test('the fold waits on no registration: a user row a registration holds is left for the next run', async () => {
+  const app = (await harness.newApplication('kept-fold-beside')).id;
+  const db = () => harness.orm.em.fork();
+  await register(app, 'fold-1', { userId: 'zoe' });
+  await register(app, 'fold-2', { userId: 'yan' });
+  await register(app, 'fold-1', { userId: null });
+  await register(app, 'fold-2', { userId: null });
+  const emptied = async () =>
+    (await rows(db(), sql<{ user: string }>`select user_id as "user" from audience_users where application_id = ${app} and installations = 0 order by 1`)).map(
+      (row) => row.user,
+    );
+  expect(await emptied()).toEqual(['yan', 'zoe']);
+
+  await db().transactional(async (tx) => {
+    // Holds zoe's row until this transaction ends, as a registration moving a device to her does.
+    await register(app, 'fold-1', { userId: 'zoe' }, tx);
+    await foldAudienceTotals(db());
+    expect(await emptied()).toEqual(['zoe']);
+  });
+  expect(await emptied()).toEqual([]);
+  expect(await count(app)).toEqual({ installations: 2, users: 2 });
   await expectKeptEqualsComputed(app);
 });
 

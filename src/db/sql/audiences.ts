@@ -181,10 +181,17 @@ export async function countAudience(db: Db, applicationId: string, audience: Aud
  * from `audience_users` (the triggers leave them at 0). Rows a concurrent write adds meanwhile are
  * left for the next run, and a concurrent fold skips the rows this one deleted: the sums stay
  * exact. A user row that a concurrent write moves off 0 is skipped (the `where` is checked again
- * on the row's newest version).
+ * on the row's newest version). A user row a write holds is left for the next run: the fold never
+ * waits on a registration, which may be waiting for another row the fold took.
  */
 export async function foldAudienceTotals(db: Db): Promise<number> {
-  await rows(db, sql`delete from audience_users where installations = 0`);
+  await rows(
+    db,
+    sql`delete from audience_users u
+         using (select application_id, user_id from audience_users where installations = 0
+                 order by application_id, user_id for update skip locked) z
+         where u.application_id = z.application_id and u.user_id = z.user_id`,
+  );
   const [{ folded }] = await rows(
     db,
     sql<{ folded: number }>`
