@@ -38,7 +38,7 @@ const herald = (...args: string[]) => heraldWith({}, ...args);
 
 /** The CLI as its own process (bin/herald runs this entry point). */
 const spawnedHerald = (env: Record<string, string>, ...args: string[]) =>
-  run(process.execPath, ['src/cli/main.ts', ...args], { env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'warn', ...env } });
+  run(process.execPath, ['src/cli/main.ts', ...args], { env: { PATH: process.env.PATH, NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE, DATABASE_URL: databaseUrl(), LOG_LEVEL: 'warn', ...env } });
 
 let harness: Harness;
 beforeAll(async () => {

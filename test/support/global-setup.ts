@@ -15,7 +15,7 @@ import { createLogger } from '../../src/logging/logger.ts';
 import { freePort } from './ports.ts';
 
 type RunDatabase = { url: string; drop(): Promise<void> };
-const state = globalThis as { heraldTestDatabase?: RunDatabase };
+const state = globalThis as { heraldTestDatabase?: RunDatabase; heraldCompileCache?: string };
 
 async function createRunDatabase(serverUrl: string): Promise<RunDatabase> {
   const name = `herald_test_${process.pid}_${Date.now()}`;
@@ -79,4 +79,8 @@ export default async function globalSetup(): Promise<void> {
   process.env.HERALD_TEST_DATABASE_URL = database.url;
   process.env.HERALD_TEST_CREDENTIALS_KEY = credentialsKey.toString('base64');
   state.heraldTestDatabase = database;
+  // Node's compile cache for the Herald and CLI processes the tests spawn (test/support/processes.ts):
+  // each loads the same modules, and the cache spares it stripping and compiling them again.
+  state.heraldCompileCache = mkdtempSync(path.join(tmpdir(), 'herald-test-compile-cache-'));
+  process.env.NODE_COMPILE_CACHE = state.heraldCompileCache;
 }

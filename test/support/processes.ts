@@ -16,6 +16,7 @@ export async function startHerald(
   const child = spawn(process.execPath, [main, ...args], {
     env: {
       PATH: process.env.PATH,
+      NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE,
       DATABASE_URL: env.DATABASE_URL ?? databaseUrl(),
       LOG_LEVEL: 'info',
       PORT: '0',
