@@ -10,7 +10,9 @@ export default {
   testSequencer: '<rootDir>/test/support/sequencer.js',
   setupFilesAfterEnv: ['<rootDir>/test/support/lingering-handles.ts'],
   testTimeout: 30000,
-  // Tests wait on Postgres, providers and spawned processes more than they use the CPU: three
-  // files at once keep both cores busier than two did.
-  maxWorkers: 3,
+  // One file a core. A third file at once filled the gaps while tests waited on Postgres, providers
+  // and spawned processes, but on a host that is already short of CPU it slowed every file by half
+  // and the recovery bounds of the process suites measured that; `make test` fills the gaps with
+  // the fuzz, at a lower priority.
+  maxWorkers: 2,
 };

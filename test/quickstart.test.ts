@@ -36,7 +36,7 @@ beforeAll(async () => {
     // The banner's last line: the lines before it may arrive in later chunks than its first.
     (line) => line.includes('/api/v1/installations?user_id=user-1'),
   );
-});
+}, 90_000);
 afterAll(async () => {
   await herald?.stop();
   await admin(`drop database if exists ${name} with (force)`);

@@ -21,8 +21,14 @@ const repo = fileURLToPath(new URL('..', import.meta.url));
 const systemNode = '/usr/bin/node';
 const documentVersion = (parse(readFileSync(path.join(repo, 'openapi/openapi.yaml'), 'utf8')) as { info: { version: string } }).info.version;
 
-// Child processes get a plain environment: not jest's NODE_OPTIONS.
-const childEnv = (extra: Record<string, string> = {}) => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), ...extra });
+// Child processes get a plain environment: not jest's NODE_OPTIONS. The run's compile cache
+// (global setup) spares each tsc, npm and Node program compiling the same modules again.
+const childEnv = (extra: Record<string, string> = {}) => ({
+  PATH: process.env.PATH ?? '',
+  HOME: process.env.HOME ?? tmpdir(),
+  NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE,
+  ...extra,
+});
 
 let workdir: string;
 let project: string;

@@ -31,10 +31,11 @@ export async function startHerald(
   let port: number | null = null;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
+    // A start this long is a hung one: on a busy two-core host a start has taken over 20 s.
     const timer = setTimeout(() => {
       child.kill('SIGKILL'); // never left running behind a failed test
       reject(new Error(`herald ${args.join(' ')} did not start:\n${logs.join('\n')}`));
-    }, 20_000);
+    }, 60_000);
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`herald ${args.join(' ')} exited with ${code}:\n${logs.join('\n')}`));
