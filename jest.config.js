@@ -15,4 +15,9 @@ export default {
   // and the recovery bounds of the process suites measured that; `make test` fills the gaps with
   // the fuzz, at a lower priority.
   maxWorkers: 2,
+  // A worker ends once its event loop is empty. On a busy host jest has reported workers as failing
+  // to exit within its default 500 ms while test/support/lingering-handles.ts, which names whatever
+  // holds a worker it ends, found the worker already on its way out (some forty test files' modules
+  // in its heap). A worker a handle holds is still ended and reported, 5 s later.
+  workerGracefulExitTimeout: 5000,
 };
