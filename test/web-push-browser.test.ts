@@ -62,6 +62,9 @@ let cdp: CDPSession;
 let worker: Worker;
 let registrationId: string;
 
+/** What the browser's Background Sync did, as DevTools records it (event names, metadata by key). */
+const syncLog: { eventName: string; metadata: Record<string, string> }[] = [];
+
 /** Herald's answers to POST /api/v1/events, by status; and requests refused while "unreachable". */
 const eventAnswers: number[] = [];
 let eventsReachable = true;
@@ -108,6 +111,11 @@ beforeAll(async () => {
   const registrations: { registrationId: string; scopeURL: string; isDeleted: boolean }[] = [];
   cdp.on('ServiceWorker.workerRegistrationUpdated', (event) => registrations.push(...event.registrations));
   await cdp.send('ServiceWorker.enable');
+  cdp.on('BackgroundService.backgroundServiceEventReceived', ({ backgroundServiceEvent: { eventName, eventMetadata } }) =>
+    syncLog.push({ eventName, metadata: Object.fromEntries(eventMetadata.map(({ key, value }) => [key, value])) }),
+  );
+  await cdp.send('BackgroundService.startObserving', { service: 'backgroundSync' });
+  await cdp.send('BackgroundService.setRecording', { shouldRecord: true, service: 'backgroundSync' });
   await tab.goto(`${site.origin}/`);
   const workerStarted = browser.context.waitForEvent('serviceworker');
   await tab.evaluate(async () => {
@@ -167,6 +175,8 @@ const shownNotifications = () =>
   tab.evaluate(async () =>
     (await (await navigator.serviceWorker.ready).getNotifications()).map(({ title, body, tag, data }) => ({ title, body, tag, data })),
   ) as Promise<Shown[]>;
+// Read only once the worker has shown what it was given (the reports it makes after showing have
+// left it): Chromium drops a notification whose showing overlaps a getNotifications() call.
 const shownWithTag = async (tag: string) => (await waitFor(shownNotifications, (all) => all.some((n) => n.tag === tag), 10_000)).filter((n) => n.tag === tag);
 
 const statistics = (notificationId: string, expected: Record<string, number>) =>
@@ -246,6 +256,7 @@ test('a push shows its notification, tagged so a repeat replaces it, and receive
   });
   const received = await pushed(id);
   await deliver(received);
+  await statistics(id, { received: 1, displayed: 1, opened: 0 });
   const [shown] = await shownWithTag('order-42');
   const [delivery] = await app.deliveries(id);
   expect(shown).toEqual({
@@ -254,7 +265,6 @@ test('a push shows its notification, tagged so a repeat replaces it, and receive
     tag: 'order-42',
     data: { url: actionUrl, data: {}, herald: { delivery_id: delivery.id, notification_id: id, tag: 'order-42' } },
   });
-  await statistics(id, { received: 1, displayed: 1, opened: 0 });
 
   // The push service delivers the same push again: one notification still, the same tag (its two
   // reports, new events of the same delivery, say the worker has handled it).
@@ -289,11 +299,17 @@ test('reports made while Herald is unreachable wait in the outbox and arrive onc
   eventsReachable = false;
   const id = await app.send({ recipients: { user_ids: [userId] }, notification: { title: 'While away', body: 'Herald is down' } });
   await deliver(await pushed(id));
-  await shownWithTag(id);
   await waitFor(() => eventsRefused, (count) => count > 0, 10_000);
   // Both reports (received, displayed) are kept; Herald has none.
   await waitFor(outboxSize, (size) => size === 2, 10_000);
+  await shownWithTag(id);
   expect((await app.notification(id)).statistics).toMatchObject({ received: 0, displayed: 0 });
+  // The worker asked for a sync, which the browser fired at once (it is online) and which failed:
+  // the browser tries again minutes later, not at once in a loop of requests (a sync registered
+  // while one fires is fired again as soon as it ends).
+  const failed = await waitFor(() => syncLog.find((event) => /sync event failed/i.test(event.eventName)), Boolean, 10_000);
+  expect(Number(failed!.metadata['Next Attempt Delay (ms)'])).toBeGreaterThanOrEqual(60_000);
+  expect(syncLog.map((event) => event.eventName.toLowerCase())).toEqual(['registered sync', 'dispatched sync event', 'sync event failed']);
 
   eventsReachable = true;
   const answered = eventAnswers.length;
@@ -315,9 +331,9 @@ test('a push of 4,096 bytes of text arrives cut to fit and is shown as it arrive
   const [delivery] = await app.deliveries(id);
   expect(delivery.truncation).toMatchObject({ body: payload.body.length - 1 });
   await deliver(received);
+  await statistics(id, { received: 1, displayed: 1 });
   const [shown] = await shownWithTag(id);
   expect(shown.body).toBe(payload.body);
-  await statistics(id, { received: 1, displayed: 1 });
 });
 
 test('closing the notification reports dismissed', async () => {
@@ -362,8 +378,8 @@ test('a subscription the browser replaced (pushsubscriptionchange) is registered
   expect(await app.installation(installationId)).toMatchObject({ status: 'active', invalidated_at: null, user_id: userId, permission: 'authorized' });
   const id = await app.send({ recipients: { user_ids: [userId] }, notification: { title: 'Welcome back' } });
   await deliver(await pushed(id));
-  expect((await shownWithTag(id))[0].title).toBe('Welcome back');
   await statistics(id, { accepted: 1, received: 1, displayed: 1 });
+  expect((await shownWithTag(id))[0].title).toBe('Welcome back');
 });
 
 test('unsubscribe() ends the subscription and detaches the installation from its user', async () => {

@@ -124,9 +124,11 @@ export function heraldServiceWorker(scope: ServiceWorkerScopeLike, options: Serv
   scope.addEventListener('sync', (event) => {
     const sync = event as SyncEventLike;
     if (sync.tag !== outboxSyncTag) return;
-    // Rejecting asks the browser to fire the sync again later, until its last chance.
+    // Rejecting asks the browser to fire the sync again later (with its backoff), until its last
+    // chance. A flush from here registers no sync: one registered while it fires is fired again
+    // at once, a loop of requests for as long as Herald is unreachable.
     sync.waitUntil(
-      outbox.flush().then((left) => {
+      outbox.flush({ fromSync: true }).then((left) => {
         if (left > 0 && !sync.lastChance) throw new Error(`${left} Herald event reports still wait.`);
       }),
     );
@@ -170,7 +172,7 @@ async function openPage(scope: ServiceWorkerScopeLike, url: string): Promise<voi
 /** The outbox's sender: one flush at a time, oldest report first, stopping at the first Herald must see again. */
 function createOutbox(scope: ServiceWorkerScopeLike) {
   let running: Promise<number> = Promise.resolve(0);
-  const flushOnce = async (): Promise<number> => {
+  const flushOnce = async (fromSync: boolean): Promise<number> => {
     const settings = await readSettings();
     const { send, drop } = outboxPlan(await readOutbox(), Date.now());
     await removeReports(drop);
@@ -183,13 +185,14 @@ function createOutbox(scope: ServiceWorkerScopeLike) {
       sent += 1;
     }
     const left = send.length - sent;
-    if (left > 0) await scope.registration.sync?.register(outboxSyncTag).catch(() => undefined);
+    if (left > 0 && !fromSync) await scope.registration.sync?.register(outboxSyncTag).catch(() => undefined);
     return left;
   };
   return {
     /** Sends what waits; resolves with how many reports still wait. */
-    flush(): Promise<number> {
-      running = running.then(flushOnce, flushOnce);
+    flush({ fromSync = false } = {}): Promise<number> {
+      const flushNow = () => flushOnce(fromSync);
+      running = running.then(flushNow, flushNow);
       return running;
     },
   };
