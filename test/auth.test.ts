@@ -423,7 +423,8 @@ describe('the token cache of an API process (as served)', () => {
   const read = (token: string) =>
     request(cached.app).get('/api/v1/notifications').set('Authorization', `Bearer ${token}`);
 
-  test(`a revoked token stops working within ${tokenCacheMs} ms, and a wrong secret is never served from the cache`, async () => {
+  // Each waits out the cache's lifetime: the two wait together.
+  test.concurrent(`a revoked token stops working within ${tokenCacheMs} ms, and a wrong secret is never served from the cache`, async () => {
     const app = await cached.newApplication('cache');
     const token = await app.token(['notifications:read']);
     expect((await read(token)).status).toBe(200);
@@ -444,7 +445,7 @@ describe('the token cache of an API process (as served)', () => {
     expect(Date.now() - revokedAt).toBeLessThan(tokenCacheMs + 1_000);
   }, 20_000);
 
-  test('a new send policy applies within the same bound: it is read with the token', async () => {
+  test.concurrent('a new send policy applies within the same bound: it is read with the token', async () => {
     const app = await cached.newApplication('cache-policy');
     const token = await app.token(['notifications:send']);
     const send = () =>
