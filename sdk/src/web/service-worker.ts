@@ -86,7 +86,7 @@ export function heraldServiceWorker(scope: ServiceWorkerScopeLike, options: Serv
       occurred_at: occurredAt[index].toISOString(),
     }));
     await queueReports(events, Date.now());
-    await outbox.flush();
+    await outbox.flushOrSyncLater();
   };
 
   scope.addEventListener('push', (event) => {
@@ -119,16 +119,16 @@ export function heraldServiceWorker(scope: ServiceWorkerScopeLike, options: Serv
     if (shown) close.waitUntil(report(shown, ['dismissed'], [new Date()]));
   });
 
-  scope.addEventListener('activate', (event) => (event as ExtendableEventLike).waitUntil(outbox.flush()));
+  scope.addEventListener('activate', (event) => (event as ExtendableEventLike).waitUntil(outbox.flushOrSyncLater()));
 
   scope.addEventListener('sync', (event) => {
     const sync = event as SyncEventLike;
     if (sync.tag !== outboxSyncTag) return;
     // Rejecting asks the browser to fire the sync again later (with its backoff), until its last
-    // chance. A flush from here registers no sync: one registered while it fires is fired again
-    // at once, a loop of requests for as long as Herald is unreachable.
+    // chance. No sync is registered from here: one registered while it fires is fired again at
+    // once, a loop of requests for as long as Herald is unreachable.
     sync.waitUntil(
-      outbox.flush({ fromSync: true }).then((left) => {
+      outbox.flush().then((left) => {
         if (left > 0 && !sync.lastChance) throw new Error(`${left} Herald event reports still wait.`);
       }),
     );
@@ -172,7 +172,7 @@ async function openPage(scope: ServiceWorkerScopeLike, url: string): Promise<voi
 /** The outbox's sender: one flush at a time, oldest report first, stopping at the first Herald must see again. */
 function createOutbox(scope: ServiceWorkerScopeLike) {
   let running: Promise<number> = Promise.resolve(0);
-  const flushOnce = async (fromSync: boolean): Promise<number> => {
+  const flushOnce = async (): Promise<number> => {
     const settings = await readSettings();
     const { send, drop } = outboxPlan(await readOutbox(), Date.now());
     await removeReports(drop);
@@ -184,16 +184,18 @@ function createOutbox(scope: ServiceWorkerScopeLike) {
       await removeReports([entry.key]);
       sent += 1;
     }
-    const left = send.length - sent;
-    if (left > 0 && !fromSync) await scope.registration.sync?.register(outboxSyncTag).catch(() => undefined);
-    return left;
+    return send.length - sent;
+  };
+  /** Sends what waits; resolves with how many reports still wait. */
+  const flush = (): Promise<number> => {
+    running = running.then(flushOnce, flushOnce);
+    return running;
   };
   return {
-    /** Sends what waits; resolves with how many reports still wait. */
-    flush({ fromSync = false } = {}): Promise<number> {
-      const flushNow = () => flushOnce(fromSync);
-      running = running.then(flushNow, flushNow);
-      return running;
+    flush,
+    /** Sends what waits, and asks for a Background Sync (where the browser has one) while reports still wait. */
+    async flushOrSyncLater(): Promise<void> {
+      if ((await flush()) > 0) await scope.registration.sync?.register(outboxSyncTag).catch(() => undefined);
     },
   };
 }
