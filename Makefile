@@ -41,8 +41,8 @@ dist/dashboard/index.html: dashboard/build.ts dashboard/index.html $(shell find 
 	node dashboard/build.ts
 
 # The server compiled to JavaScript in build/ (git-ignored; tsconfig.build.json), which bin/herald
-# runs while no file under src/ is newer than it: type stripping costs about 20 MB of memory per
-# process. Rebuilt from scratch (a deleted module must not stay behind) when src/ changes.
+# runs while no file under src/ is newer than it: type stripping costs memory in every process
+# (docs/PERFORMANCE.md). Rebuilt from scratch (a deleted module must not stay behind) when src/ changes.
 build: install build/.built
 # Emitted without type-checking (--noCheck): `make typecheck` checks the same code, and checking it
 # twice made the build take as long as the typecheck.

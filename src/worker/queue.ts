@@ -70,7 +70,7 @@ export async function startBoss(
     superviseIntervalSeconds: 2,
     monitorIntervalSeconds: 2,
     // Finished jobs past their queue's deleteAfterSeconds (maintenance.ts) go in one DELETE per
-    // pass: hourly, that is an hour of jobs (~0.15 s at 2,000 deliver jobs), not a day's at once.
+    // pass: hourly, that is an hour of jobs, not a day's at once.
     maintenanceIntervalSeconds: 3600,
   });
   // An unhandled 'error' event would exit the process. During an outage every poll fails: one line.

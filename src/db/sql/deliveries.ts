@@ -149,7 +149,7 @@ export async function insertDeliveries(db: Db, deliveries: NewDelivery[], option
  * Users of a fanout's insert met for the first time in the notification (see insertDeliveries).
  * NOT IN, not a NOT EXISTS per row: the notifications' earlier users are read once into a hash.
  * Probing the (notification_id, …) index once per inserted row visited every row the statement
- * inserted each time (their index entries are there, only invisible): O(n²), ~150 ms a fanout.
+ * inserted each time (their index entries are there, only invisible): quadratic in the fanout's size.
  * An installation without a user (only a test send reaches one) counts as one, as an audience's do.
  */
 const users = (notificationIds: string) => sql`
