@@ -93,7 +93,8 @@ function openCeiling(sims: SimulatorsProcess, users: number) {
   const endpoints = { apns: sims.apns, fcm: sims.fcm, ca: sims.ca };
   const ios = createApnsProvider(sims.keys.apns, endpoints, silent);
   const android = createFcmProvider(sims.keys.fcm, endpoints, silent);
-  const agent = new https.Agent({ keepAlive: true, maxSockets: 64, ca: sims.ca });
+  // Closes idle connections before the simulator does, as Herald's agent does (providers/web-push.ts).
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 64, ca: sims.ca, timeout: 30_000 });
   const limit = createLimiter(webConcurrency);
   const { subject, publicKey, privateKey } = sims.keys.webpush;
   const expiresAt = () => new Date(Date.now() + message.options.ttl * 1000);

@@ -29,6 +29,9 @@ const defaultTtlSeconds = 28 * 86400;
 /** Characters of an error answer kept as the reason's detail. */
 const detailLength = 120;
 
+/** A kept connection idle this long is closed (sooner when the push service says it closes sooner). */
+const idleConnectionMs = 30_000;
+
 /** A push service's answer, or none. */
 export type WebPushAnswer = { status: number; headers: Record<string, string | string[] | undefined>; body: string };
 
@@ -43,6 +46,12 @@ export function createWebPushProvider(
   const agent = new https.Agent({
     keepAlive: true,
     maxSockets: options.socketsPerHost ?? 64,
+    // How long an idle kept connection stays open. With it set, Node also honours a push service's
+    // `Keep-Alive: timeout=` and closes the connection a second before the service would (without
+    // it, the hint is ignored): a push is then never written on a connection the service is closing
+    // at that moment, which fails it with a `socket hang up` and sends it back to wait out a retry.
+    // It bounds idle connections only: a push in flight is bounded by its deadline.
+    timeout: idleConnectionMs,
     ...(allowPrivate ? {} : { lookup: guardedLookup() }),
     // The simulator's CA besides the system's: subscriptions of real push services still verify.
     // Given as one secure context, built once: a `ca` option is part of the key the agent computes

@@ -3,12 +3,16 @@
 // another audience or signed by another key), and the provider gives up each push at its deadline,
 // keeps its connections, and never connects to an address the guard refuses.
 import { createECDH, createPrivateKey, sign } from 'node:crypto';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import webpush from 'web-push';
 import { generateVapidKeys, type WebPushCredentials } from '../../src/domain/credentials.ts';
 import { createWebPushProvider } from '../../src/providers/web-push.ts';
+import { selfSignedCertificate } from '../../src/providers/simulators/server.ts';
 import { decryptWebPush, startWebPushSimulator, type WebPushSimulator } from '../../src/providers/simulators/web-push-simulator.ts';
 import type { Push } from '../../src/providers/provider.ts';
+import { waitFor } from '../support/receiver.ts';
 import { makePush, silentLogger } from '../support/simulators.ts';
 
 let sim: WebPushSimulator;
@@ -142,6 +146,38 @@ test('many pushes share a few kept connections', async () => {
     expect(sim.counters.connections - connectionsBefore).toBeLessThanOrEqual(40);
   } finally {
     await sender.close();
+  }
+});
+
+test("a kept connection is closed before the push service's announced keep-alive ends, not reused as it closes", async () => {
+  // A push service that announces `Keep-Alive: timeout=2` (Node's server closes an idle connection a
+  // second after the time it announces). A client that ignores the hint keeps the connection until
+  // the service closes it, and a push written at that moment fails with a `socket hang up`.
+  const certificate = await selfSignedCertificate('keep-alive', '127.0.0.1');
+  const server = https.createServer({ key: certificate.private, cert: certificate.cert }, (request, response) => {
+    request.resume();
+    request.on('end', () => response.writeHead(201).end());
+  });
+  server.keepAliveTimeout = 2000;
+  const closings: ('client' | 'service')[] = [];
+  server.on('secureConnection', (socket) => {
+    let peerEnded = false;
+    socket.on('end', () => (peerEnded = true));
+    socket.on('close', () => closings.push(peerEnded ? 'client' : 'service'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const sender = createWebPushProvider(vapid, { ca: certificate.cert, webPushAllowPrivate: true }, silentLogger);
+  try {
+    const subscription = sim.subscribe();
+    const [outcome] = await sender.send([pushTo(`https://127.0.0.1:${port}/push/kept`, subscription.keys)]);
+    expect(outcome.kind).toBe('accepted');
+    await waitFor(() => closings.length, (closed) => closed > 0, 5000);
+    expect(closings).toEqual(['client']);
+  } finally {
+    await sender.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
   }
 });
 
