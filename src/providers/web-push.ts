@@ -43,21 +43,7 @@ export function createWebPushProvider(
 ): PushProvider {
   const log = logger.child({ module: 'web-push' });
   const allowPrivate = endpoints.webPushAllowPrivate ?? false;
-  const agent = new https.Agent({
-    keepAlive: true,
-    maxSockets: options.socketsPerHost ?? 64,
-    // How long an idle kept connection stays open. With it set, Node also honours a push service's
-    // `Keep-Alive: timeout=` and closes the connection a second before the service would (without
-    // it, the hint is ignored): a push is then never written on a connection the service is closing
-    // at that moment, which fails it with a `socket hang up` and sends it back to wait out a retry.
-    // It bounds idle connections only: a push in flight is bounded by its deadline.
-    timeout: idleConnectionMs,
-    ...(allowPrivate ? {} : { lookup: guardedLookup() }),
-    // The simulator's CA besides the system's: subscriptions of real push services still verify.
-    // Given as one secure context, built once: a `ca` option is part of the key the agent computes
-    // for every request, and with the system's roots in it that key is hundreds of kilobytes.
-    ...(endpoints.ca ? { secureContext: createSecureContext({ ca: [...rootCertificates, endpoints.ca] }) } : {}),
-  });
+  const agent = keptConnections(endpoints, allowPrivate, options.socketsPerHost ?? 64);
   const vapid = vapidHeaders(credentials);
   const limit = createLimiter(options.concurrency ?? 500);
 
@@ -144,6 +130,25 @@ function ttlSeconds(push: Push, now: number): number {
   if (push.content.options?.ttl === 0) return 0;
   if (!push.expiresAt) return defaultTtlSeconds;
   return Math.max(0, Math.floor((push.expiresAt.getTime() - now) / 1000));
+}
+
+/** The provider's kept connections: one agent for every push service, `socketsPerHost` to each. */
+function keptConnections(endpoints: ProviderEndpoints, allowPrivate: boolean, socketsPerHost: number): https.Agent {
+  return new https.Agent({
+    keepAlive: true,
+    maxSockets: socketsPerHost,
+    // How long an idle kept connection stays open. With it set, Node also honours a push service's
+    // `Keep-Alive: timeout=` and closes the connection a second before the service would (without
+    // it, the hint is ignored): a push is then never written on a connection the service is closing
+    // at that moment, which fails it with a `socket hang up` and sends it back to wait out a retry.
+    // It bounds idle connections only: a push in flight is bounded by its deadline.
+    timeout: idleConnectionMs,
+    ...(allowPrivate ? {} : { lookup: guardedLookup() }),
+    // The simulator's CA besides the system's: subscriptions of real push services still verify.
+    // Given as one secure context, built once: a `ca` option is part of the key the agent computes
+    // for every request, and with the system's roots in it that key is hundreds of kilobytes.
+    ...(endpoints.ca ? { secureContext: createSecureContext({ ca: [...rootCertificates, endpoints.ca] }) } : {}),
+  });
 }
 
 /** One POST on the kept connections; rejects on a network failure or when `signal` aborts. */

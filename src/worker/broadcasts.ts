@@ -97,46 +97,7 @@ export async function runBroadcast(
       return;
     }
     await turn();
-    const batch = await em.fork().transactional(async (tx) => {
-      const locked = await lockWalkStep(tx, id);
-      if (!locked?.audience) return null;
-      const rule = localTimeRule(locked.options);
-      // A local-time broadcast's first walk job plans its waves (once: a re-run finds them) and ends.
-      if (rule && !wave) return (await wavesPlanned(tx, id)) ? null : { planned: await queueWaves(tx, context, job, locked, rule) };
-      const waveStep = wave ? await readWave(tx, id, wave) : undefined;
-      if (wave && !waveStep) return null;
-      const step = waveStep ? { ...locked, walkAfter: waveStep.walkAfter, walked: waveStep.walked } : locked;
-      if (walkedHere === 0) {
-        if (step.walked === 0 && step.walkAfter === null) context.logger.info({ notificationId: id }, `${walkName} started`);
-        else context.logger.info({ notificationId: id, walked: step.walked }, `${walkName} resumed at its checkpoint`);
-      }
-      const localized = Object.keys(step.localizations ?? {}).length > 0;
-      const walked = await walkAudience(tx, { ...step, withLocale: localized, wave: waveStep }, settings.batch);
-      const notification = { ...step, id };
-      // A wave's deliveries are due at its instant (null: at the send's start, where it began).
-      const start = (step.scheduledFor ?? step.createdAt).getTime();
-      const dueAt = wave && wave.getTime() !== start ? wave : null;
-      const fanout = fanOut(notification, walked.candidates, () => dueAt);
-      await insertDeliveries(tx, fanout.deliveries, { walk: true });
-      const deliverJobs = deliverBatches([{ notification, deliveries: fanout.deliveries }], context.batchSize).map(({ applicationId, platform, deliveryIds }) => ({
-        data: { applicationId, platform, deliveryIds, campaign: true } satisfies DeliverJob,
-        ...placement(applicationId, jobPriority(step.options)),
-      }));
-      if (deliverJobs.length > 0) await context.boss.insert(queues.campaignDeliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
-      const advance = { last: walked.last, walked: walked.candidates.length, ended: walked.ended };
-      // A wave's end ends the walk only when it is the last wave to end.
-      const walkEnded = wave ? await advanceWave(tx, id, wave, advance) : (await advanceWalk(tx, id, advance), walked.ended);
-      return {
-        walked: walked.candidates.length,
-        ended: walked.ended,
-        walkEnded,
-        skips: fanout.skips,
-        total: step.walked + walked.candidates.length,
-        uncounted: step.targetUsers === 0 ? step.audience : null,
-        // A local-time broadcast's waves counted what it has to walk when they were planned.
-        walkCounted: Boolean(rule),
-      };
-    });
+    const batch = await em.fork().transactional((tx) => walkBatch(tx, context, job, { wave, walkName, firstOfJob: walkedHere === 0 }, settings));
     if (!batch) break;
     if ('planned' in batch) {
       // No wave (nothing matched): the walk has ended, and nobody else would end the notification.
@@ -174,6 +135,60 @@ export async function runBroadcast(
   }
   // Stopped: cancelled (perhaps by a cancel cut short, which this finishes), or ended meanwhile.
   if ((await unfinishedCancels(db, [id])).length > 0) await endCancelled(db, context, job);
+}
+
+/**
+ * One batch of a walk, under the notification's row lock: the next installations after the
+ * checkpoint, their deliveries and deliver jobs, and the checkpoint moved past them; or, for a
+ * local-time broadcast's first job, its waves planned. Null when there is nothing to walk
+ * (cancelled, or the wave is gone).
+ */
+async function walkBatch(
+  tx: EntityManager,
+  context: JobContext,
+  job: WalkJob,
+  { wave, walkName, firstOfJob }: { wave: Date | null; walkName: string; firstOfJob: boolean },
+  settings: WalkSettings,
+) {
+  const id = job.notificationId;
+  const locked = await lockWalkStep(tx, id);
+  if (!locked?.audience) return null;
+  const rule = localTimeRule(locked.options);
+  // A local-time broadcast's first walk job plans its waves (once: a re-run finds them) and ends.
+  if (rule && !wave) return (await wavesPlanned(tx, id)) ? null : { planned: await queueWaves(tx, context, job, locked, rule) };
+  const waveStep = wave ? await readWave(tx, id, wave) : undefined;
+  if (wave && !waveStep) return null;
+  const step = waveStep ? { ...locked, walkAfter: waveStep.walkAfter, walked: waveStep.walked } : locked;
+  if (firstOfJob) {
+    if (step.walked === 0 && step.walkAfter === null) context.logger.info({ notificationId: id }, `${walkName} started`);
+    else context.logger.info({ notificationId: id, walked: step.walked }, `${walkName} resumed at its checkpoint`);
+  }
+  const localized = Object.keys(step.localizations ?? {}).length > 0;
+  const walked = await walkAudience(tx, { ...step, withLocale: localized, wave: waveStep }, settings.batch);
+  const notification = { ...step, id };
+  // A wave's deliveries are due at its instant (null: at the send's start, where it began).
+  const start = (step.scheduledFor ?? step.createdAt).getTime();
+  const dueAt = wave && wave.getTime() !== start ? wave : null;
+  const fanout = fanOut(notification, walked.candidates, () => dueAt);
+  await insertDeliveries(tx, fanout.deliveries, { walk: true });
+  const deliverJobs = deliverBatches([{ notification, deliveries: fanout.deliveries }], context.batchSize).map(({ applicationId, platform, deliveryIds }) => ({
+    data: { applicationId, platform, deliveryIds, campaign: true } satisfies DeliverJob,
+    ...placement(applicationId, jobPriority(step.options)),
+  }));
+  if (deliverJobs.length > 0) await context.boss.insert(queues.campaignDeliver, deliverJobs, { db: fromKysely(tx.getKysely()) });
+  const advance = { last: walked.last, walked: walked.candidates.length, ended: walked.ended };
+  // A wave's end ends the walk only when it is the last wave to end.
+  const walkEnded = wave ? await advanceWave(tx, id, wave, advance) : (await advanceWalk(tx, id, advance), walked.ended);
+  return {
+    walked: walked.candidates.length,
+    ended: walked.ended,
+    walkEnded,
+    skips: fanout.skips,
+    total: step.walked + walked.candidates.length,
+    uncounted: step.targetUsers === 0 ? step.audience : null,
+    // A local-time broadcast's waves counted what it has to walk when they were planned.
+    walkCounted: Boolean(rule),
+  };
 }
 
 /**

@@ -78,6 +78,12 @@ export async function startBoss(
     if (!options.outage?.report(error)) logger.error({ err: error }, 'job queue error');
   });
   await boss.start();
+  await declareQueues(boss);
+  return boss;
+}
+
+/** Every queue with its retry, expiry and dead-letter options, created or brought up to date. */
+async function declareQueues(boss: PgBoss): Promise<void> {
   // createQueue leaves an existing queue as it was; updateQueue brings it to these options.
   const ensureQueue = async (name: string, options: Omit<Queue, 'name' | 'policy'>) => {
     await boss.createQueue(name, options);
@@ -130,7 +136,6 @@ export async function startBoss(
   // worker has run yet. `stately` with the application as singleton key: a request while one waits
   // is the same request. A failed computation is not retried: the sweep finds it due again.
   await boss.createQueue(queues.tagSummary, { policy: 'stately', retryLimit: 0, expireInSeconds: 600 });
-  return boss;
 }
 
 /**

@@ -26,6 +26,8 @@ async function readAll(stdin: Readable): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+// A list of subcommand declarations, each short, kept in one place so that it reads like
+// `herald credentials --help`.
 export function addCredentialsCommands(program: Command, config: Config, logger: Logger, { out, stdin }: CommandIo): void {
   const credentials = program.command('credentials').description("manage an application's APNs, FCM and Web Push credentials");
   const keyFor = () => requireCredentialsKey(config, 'provider credentials');

@@ -14,6 +14,8 @@ export class Migration20261206090000 extends Migration {
 
   override name = 'Migration20261206090000';
 
+  // One schema change's statements in the order they must run: the tables, the triggers that keep
+  // them, the backfill. A migration is applied once and never edited, so it is not split up.
   override up(): void | Promise<void> {
     // An `all: true` count read from what installation writes keep up to date, rather than from a
     // million index entries grouped by user (db/sql/audiences.ts countAudience). Per user, how many
