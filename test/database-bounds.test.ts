@@ -4,6 +4,7 @@
 // readiness answers within 2 s; a connection whose statement was never answered is closed, not
 // lent out again. The bounds are short here so that each test takes seconds.
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import request from 'supertest';
 import type { DatabaseBounds } from '../src/db/bounds.ts';
@@ -98,6 +99,26 @@ test('a statement never answered is given up at its bound, and its connection cl
   } finally {
     await pool.close();
     await proxy.close();
+  }
+});
+
+test('a statement pool closed while a statement is still opening its connection: close() returns once the statement has run', async () => {
+  // The probe's and the leases' pools are closed at shutdown, when a probe (readiness, the outage
+  // watch) may be opening a connection. Kysely's driver forgets its pool when destroyed; a
+  // connection it had asked for and gets afterwards was never handed back, and the pool's end()
+  // waited for it forever.
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const pool = openStatementPool(databaseUrl(), 2);
+    const statement = ping(pool.db).then(
+      () => 'answered',
+      () => 'failed',
+    );
+    // The statement has asked the pool for a connection, which is still being opened.
+    await new Promise((resolve) => setImmediate(resolve));
+    const closed = await Promise.race([pool.close().then(() => 'closed'), sleep(5_000, 'still closing', { ref: false })]);
+    expect(closed).toBe('closed');
+    // It had asked for its connection before the close: it gets it, and runs.
+    expect(await statement).toBe('answered');
   }
 });
 
