@@ -25,7 +25,7 @@ export function openListenedPool(config: pg.PoolConfig): pg.Pool {
  * within the connect bound), then ends the pool, which waits for their statements to give their
  * connections back. Kysely's driver forgets its pool as it is destroyed and fails a connection that
  * arrives afterwards without giving it back: ended at once, the pool would wait for it forever (a
- * readiness probe opening a connection at shutdown).
+ * database probe opening a connection at shutdown).
  */
 export function openStatementPool(url: string, max: number, bounds: DatabaseBounds = defaultBounds): { db: Kysely<unknown>; close(): Promise<void> } {
   const pool = openListenedPool({ connectionString: url, max, ...boundedConnections(bounds) });
