@@ -102,7 +102,7 @@ test('a statement never answered is given up at its bound, and its connection cl
   }
 });
 
-test('a statement pool closed while a statement is still opening its connection: close() returns once the statement has run', async () => {
+test('a statement pool closed while a statement is still opening its connection: close() returns once the statement has run, and one asked for after it is refused', async () => {
   // The probe's and the leases' pools are closed at shutdown, when a probe (readiness, the outage
   // watch) may be opening a connection. Kysely's driver forgets its pool when destroyed; a
   // connection it had asked for and gets afterwards was never handed back, and the pool's end()
@@ -115,10 +115,16 @@ test('a statement pool closed while a statement is still opening its connection:
     );
     // The statement has asked the pool for a connection, which is still being opened.
     await new Promise((resolve) => setImmediate(resolve));
-    const closed = await Promise.race([pool.close().then(() => 'closed'), sleep(5_000, 'still closing', { ref: false })]);
-    expect(closed).toBe('closed');
+    const closing = pool.close().then(() => 'closed');
+    // One that asks once the close has begun is refused: the close waits only for those before it.
+    const late = ping(pool.db).then(
+      () => 'answered',
+      (error: Error) => error.message,
+    );
+    expect(await Promise.race([closing, sleep(5_000, 'still closing', { ref: false })])).toBe('closed');
     // It had asked for its connection before the close: it gets it, and runs.
     expect(await statement).toBe('answered');
+    expect(await late).toBe('the statement pool is closed');
   }
 });
 
